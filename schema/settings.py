@@ -1,0 +1,86 @@
+"""Settings from QUIRE_* environment variables and the optional quire.toml agent configuration."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AgentConfig(BaseModel):
+    """One `[agents.NAME]` table of quire.toml."""
+
+    model_config = {"extra": "forbid"}
+
+    max_concurrent_tasks: int | None = Field(None, gt=0)
+    max_tpm: int | None = Field(None, gt=0)
+    lease_seconds: int = Field(60, gt=0)
+    starvation_seconds: int = Field(120, ge=0)
+    executor: str = "local"
+    model: str | None = None
+    price_input_per_mtok: float = Field(0.0, ge=0)
+    price_output_per_mtok: float = Field(0.0, ge=0)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    """Every knob Quire reads; README.md documents each one."""
+
+    model_config = SettingsConfigDict(env_prefix="QUIRE_", extra="ignore")
+
+    database_url: str | None = None          # any Postgres; unset: the embedded server
+    data_dir: Path = Path(".quire")          # embedded Postgres, uploaded files, tokens
+    config: Path = Path("quire.toml")        # per-agent configuration (optional file)
+    default_agent: str = "documents"
+    lease_seconds: int = Field(60, gt=0)
+    backoff_base_seconds: float = Field(5.0, gt=0)
+    backoff_cap_seconds: float = Field(600.0, gt=0)
+    host: str = "127.0.0.1"
+    port: int = Field(8080, gt=0, lt=65536)
+    public_url: str | None = None            # how agents reach the callback routes
+    worker: str = "on"                       # "off": the app does not co-host a worker
+    worker_id: str | None = None
+    operators: str = ""                      # comma-separated emails (Databricks Apps)
+    operator_token: str | None = None        # local operator token (generated when unset)
+    callback_key: str | None = None          # shared key for executors that cannot carry secrets
+    max_upload_mb: int = Field(50, gt=0)
+    compute_rate_usd_per_hour: float = Field(0.0, ge=0)
+    poll_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("worker")
+    @classmethod
+    def _on_off(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value not in {"on", "off"}:
+            raise ValueError("QUIRE_WORKER must be 'on' or 'off'")
+        return value
+
+    @property
+    def operator_emails(self) -> set[str]:
+        return {e.strip().lower() for e in self.operators.split(",") if e.strip()}
+
+    def agent_configs(self) -> dict[str, AgentConfig]:
+        """The agents of quire.toml, or one default agent when there is no file."""
+        if not self.config.exists():
+            return {self.default_agent: AgentConfig(lease_seconds=self.lease_seconds)}
+        try:
+            raw = tomllib.loads(self.config.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{self.config}: not valid TOML: {exc}") from exc
+        agents = raw.get("agents", {})
+        if not isinstance(agents, dict) or not agents:
+            raise ValueError(f"{self.config}: expected at least one [agents.NAME] table")
+        try:
+            return {name: AgentConfig(**table) for name, table in agents.items()}
+        except ValidationError as exc:
+            raise ValueError(f"{self.config}: invalid agent configuration:\n{exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()

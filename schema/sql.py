@@ -1,0 +1,31 @@
+"""Loads the named SQL blocks under schema/sql/ once, into a name -> text mapping."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SQL_DIR = Path(__file__).with_name("sql")
+_NAME = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
+
+
+def _load(directory: Path) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    for path in sorted(directory.glob("*.sql")):
+        text = path.read_text()
+        marks = list(_NAME.finditer(text))
+        for mark, following in zip(marks, marks[1:] + [None]):
+            body = text[mark.end(): following.start() if following else len(text)].strip()
+            name = mark.group(1)
+            if name in queries:
+                raise RuntimeError(f"query {name!r} is defined twice (again in {path.name})")
+            queries[name] = body.rstrip(";")
+    return queries
+
+
+QUERIES: dict[str, str] = _load(SQL_DIR)
+
+
+def q(name: str) -> str:
+    """The text of the named query."""
+    return QUERIES[name]

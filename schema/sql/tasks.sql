@@ -1,0 +1,161 @@
+-- name: task_insert
+-- Enqueues one task; the statement trigger logs the event and notifies listeners.
+INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
+                   document_bytes, pages, estimated_tokens, max_attempts, parent_id, submitted_by,
+                   retried_by, run_after)
+VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name)s,
+        %(document_sha256)s, %(document_bytes)s, %(pages)s, %(estimated_tokens)s, %(max_attempts)s,
+        %(parent_id)s, %(submitted_by)s, %(retried_by)s, coalesce(%(now)s, now()))
+RETURNING *;
+
+-- name: task_get
+-- One task by id.
+SELECT * FROM tasks WHERE id = %(task_id)s;
+
+-- name: task_lock
+-- One task by id, locked: every state transition outside the claim starts here, so writers of the
+-- same task take turns (lock order everywhere: task row, then its attempt rows).
+SELECT * FROM tasks WHERE id = %(task_id)s FOR UPDATE;
+
+-- name: task_candidates_for_admission
+-- The head of an agent's claimable backlog in claim order, locked, for a throttled admission.
+SELECT id, priority, estimated_tokens, waiting_since
+FROM tasks
+WHERE agent = %(agent)s AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
+ORDER BY priority DESC, created_at, id
+LIMIT %(scan)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: task_mark_waiting
+-- Starts the starvation clock of tasks refused admission for lack of token budget.
+UPDATE tasks SET waiting_since = coalesce(%(now)s, now())
+WHERE id = ANY(%(ids)s::bigint[]) AND waiting_since IS NULL;
+
+-- name: task_claim_batch
+-- Claims up to %(limit)s tasks in priority order and opens an attempt for each, in one statement.
+-- %(ids)s, when given, restricts the claim to tasks that admission already chose and locked.
+WITH picked AS (
+    SELECT id FROM tasks
+    WHERE agent = %(agent)s AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
+      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+    ORDER BY priority DESC, created_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), opened AS (
+    INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
+                               estimated_tokens, started_at, heartbeat_at)
+    SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s, %(executor)s,
+           encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
+           t.estimated_tokens, coalesce(%(now)s, now()), coalesce(%(now)s, now())
+    FROM tasks t JOIN picked USING (id)
+    RETURNING id, task_id, attempt_no, callback_secret
+)
+UPDATE tasks t SET
+    status = 'processing',
+    attempt_count = o.attempt_no,
+    current_attempt_id = o.id,
+    locked_by = %(worker_id)s,
+    lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
+    started_at = coalesce(t.started_at, coalesce(%(now)s, now())),
+    waiting_since = NULL,
+    updated_at = coalesce(%(now)s, now())
+FROM opened o
+WHERE t.id = o.task_id
+RETURNING t.*, o.id AS claim_attempt_id, o.attempt_no AS claim_attempt_no,
+          o.callback_secret AS claim_callback_secret;
+
+-- name: task_extend_lease_if_current
+-- Heartbeat: extends the lease while this attempt is its task's current one and it is processing
+-- (even past an expired lease that no sweep has taken back yet).
+UPDATE tasks t SET
+    lease_expires_at = greatest(t.lease_expires_at,
+                                coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s))
+WHERE t.id = %(task_id)s AND t.current_attempt_id = %(attempt_id)s AND t.status = 'processing'
+RETURNING t.lease_expires_at;
+
+-- name: task_requeue_expired
+-- Sweeper: takes back tasks whose lease expired; each goes back to the queue with backoff, or
+-- fails once its attempt budget is spent. The lost attempt is marked so in the same statement.
+WITH expired AS (
+    SELECT id, current_attempt_id, attempt_count - attempt_base AS spent, max_attempts
+    FROM tasks
+    WHERE status = 'processing' AND lease_expires_at < coalesce(%(now)s, now())
+    ORDER BY lease_expires_at
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), lost AS (
+    UPDATE task_attempts a SET
+        status = 'lost', finished_at = coalesce(%(now)s, now()),
+        error = 'lease expired without heartbeat or report'
+    FROM expired e
+    WHERE a.id = e.current_attempt_id AND a.status = 'processing'
+    RETURNING a.id
+)
+UPDATE tasks t SET
+    status = CASE WHEN e.spent >= e.max_attempts THEN 'failed' ELSE 'enqueued' END::task_status,
+    run_after = CASE WHEN e.spent >= e.max_attempts THEN t.run_after
+                     ELSE coalesce(%(now)s, now())
+                          + quire_backoff(e.spent, %(backoff_base)s, %(backoff_cap)s) END,
+    finished_at = CASE WHEN e.spent >= e.max_attempts THEN coalesce(%(now)s, now()) END,
+    error = CASE WHEN e.spent >= e.max_attempts
+                 THEN format('lease expired on attempt %%s of %%s; attempt budget spent', e.spent, e.max_attempts)
+                 ELSE format('lease expired on attempt %%s of %%s; re-enqueued', e.spent, e.max_attempts) END,
+    locked_by = NULL,
+    lease_expires_at = NULL,
+    updated_at = coalesce(%(now)s, now())
+FROM expired e
+WHERE t.id = e.id
+RETURNING t.id, t.status;
+
+-- name: task_complete_if_live
+-- A completed report from any attempt of a task that is not terminal completes it.
+UPDATE tasks SET
+    status = 'completed', result = %(result)s, confidence = %(confidence)s, error = NULL,
+    current_attempt_id = %(attempt_id)s, locked_by = NULL, lease_expires_at = NULL,
+    pages = coalesce(%(pages)s, pages),
+    finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
+RETURNING *;
+
+-- name: task_fail_if_current
+-- A failure from the current attempt of a processing task: back to the queue with backoff while
+-- it is retryable and the budget lasts, otherwise failed for good.
+UPDATE tasks SET
+    status = CASE WHEN %(requeue)s THEN 'enqueued' ELSE 'failed' END::task_status,
+    run_after = CASE WHEN %(requeue)s
+                     THEN coalesce(%(now)s, now())
+                          + quire_backoff(attempt_count - attempt_base, %(backoff_base)s, %(backoff_cap)s)
+                     ELSE run_after END,
+    error = %(error)s,
+    pages = coalesce(%(pages)s, pages),
+    locked_by = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN %(requeue)s THEN NULL ELSE coalesce(%(now)s, now()) END,
+    updated_at = coalesce(%(now)s, now())
+WHERE id = %(task_id)s AND status = 'processing' AND current_attempt_id = %(attempt_id)s
+RETURNING *;
+
+-- name: task_set_pages
+-- Records the page count an attempt reported, whatever became of the attempt.
+UPDATE tasks SET pages = %(pages)s WHERE id = %(task_id)s AND pages IS DISTINCT FROM %(pages)s;
+
+-- name: task_cancel_if_live
+-- Cancels a task that is enqueued or processing; a later callback is then ignored.
+UPDATE tasks SET
+    status = 'cancelled', cancelled_by = %(actor)s, locked_by = NULL, lease_expires_at = NULL,
+    finished_at = now(), updated_at = now()
+WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
+RETURNING *;
+
+-- name: task_reopen_if_ended
+-- Retry of a failed or cancelled task: back to the queue with a fresh attempt budget, history kept.
+UPDATE tasks SET
+    status = 'enqueued', attempt_base = attempt_count, run_after = now(), waiting_since = NULL,
+    priority = coalesce(%(priority)s, priority), retried_by = %(actor)s,
+    result = NULL, confidence = NULL, error = NULL, finished_at = NULL,
+    locked_by = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = %(task_id)s AND status IN ('failed', 'cancelled')
+RETURNING *;
+
+-- name: task_events_for_task
+-- A task's timeline: every state change in order, with who caused it where known.
+SELECT id, status, prev_status, actor, at FROM task_events WHERE task_id = %(task_id)s ORDER BY id;
