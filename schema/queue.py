@@ -12,7 +12,6 @@ from typing import Any, Mapping
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from schema import payloads
@@ -21,7 +20,8 @@ from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProg
                            UnknownAttempt, UnknownTask)
 from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
                            agent_from_row, attempt_from_row, event_from_row, task_from_row)
-from schema.sql import q
+from schema.sql import fetch_all as _rows
+from schema.sql import fetch_one as _row
 
 # Token estimate when nothing better is known (see estimate_tokens).
 TOKENS_PER_PAGE = 650
@@ -49,17 +49,6 @@ def _tx(conn: psycopg.Connection):
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
     return conn.transaction()
-
-
-def _rows(conn: psycopg.Connection, name: str, params: Mapping[str, Any]) -> list[dict]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(q(name), params)
-        return cur.fetchall() if cur.description else []
-
-
-def _row(conn: psycopg.Connection, name: str, params: Mapping[str, Any]) -> dict | None:
-    rows = _rows(conn, name, params)
-    return rows[0] if rows else None
 
 
 def _set_actor(conn: psycopg.Connection, actor: str | None) -> None:

@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     database_url: str | None = None          # any Postgres; unset: the embedded server
     data_dir: Path = Path(".quire")          # embedded Postgres, uploaded files, tokens
     config: Path = Path("quire.toml")        # per-agent configuration (optional file)
+    files_root: str | None = None            # uploaded files; /Volumes/... for a UC Volume
     default_agent: str = "documents"
     lease_seconds: int = Field(60, gt=0)
     backoff_base_seconds: float = Field(5.0, gt=0)
@@ -58,6 +59,10 @@ class Settings(BaseSettings):
         if value not in {"on", "off"}:
             raise ValueError("QUIRE_WORKER must be 'on' or 'off'")
         return value
+
+    @property
+    def files_path(self) -> Path:
+        return Path(self.files_root) if self.files_root else self.data_dir / "files"
 
     @property
     def operator_emails(self) -> set[str]:

@@ -29,3 +29,18 @@ QUERIES: dict[str, str] = _load(SQL_DIR)
 def q(name: str) -> str:
     """The text of the named query."""
     return QUERIES[name]
+
+
+def fetch_all(conn, name: str, params=None) -> list[dict]:
+    """Runs the named query and returns its rows as dicts ([] for a statement without rows)."""
+    from psycopg.rows import dict_row
+
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(q(name), params or {})
+        return cur.fetchall() if cur.description else []
+
+
+def fetch_one(conn, name: str, params=None) -> dict | None:
+    """The first row of the named query, or None."""
+    rows = fetch_all(conn, name, params)
+    return rows[0] if rows else None

@@ -1,0 +1,1 @@
+"""Quire's web app, HTTP API and command line."""

@@ -1,0 +1,158 @@
+"""The `quire` command line: migrate, db-url, db-stop, submit, status, worker, serve, up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from schema.errors import QuireError
+
+
+def _settings():
+    from schema.settings import get_settings
+
+    return get_settings()
+
+
+def _prepare():
+    from schema.bootstrap import prepare_database
+
+    return prepare_database(_settings())
+
+
+def cmd_migrate(args) -> int:
+    from schema import db
+    from schema.migrate import migrate
+
+    dsn = db.database_url(_settings())
+    with db.connect(dsn) as conn:
+        applied = migrate(conn)
+    _prepare()
+    print(f"applied migrations: {', '.join(map(str, applied))}" if applied else "database is up to date")
+    return 0
+
+
+def cmd_db_url(args) -> int:
+    from schema import db
+
+    print(db.database_url(_settings()))
+    return 0
+
+
+def cmd_db_stop(args) -> int:
+    from schema import db
+
+    settings = _settings()
+    if settings.database_url:
+        print("QUIRE_DATABASE_URL is set: there is no embedded server to stop", file=sys.stderr)
+        return 1
+    print("stopped" if db.stop_embedded(settings.data_dir) else "the embedded server was not running")
+    return 0
+
+
+def cmd_submit(args) -> int:
+    from app.documents import DocumentRejected, check_document, store_document
+    from schema import db, queue
+
+    settings = _settings()
+    checked, failures = [], 0
+    for name in args.files:
+        path = Path(name)
+        try:
+            if not path.is_file():
+                raise DocumentRejected(f"{name}: no such file")
+            checked.append(check_document(path.name, path.read_bytes(),
+                                          max_bytes=settings.max_upload_mb * 1_000_000))
+        except DocumentRejected as exc:
+            print(f"rejected {exc}", file=sys.stderr)
+            failures += 1
+    dsn = _prepare()
+    with db.connect(dsn) as conn:
+        for doc in checked:
+            uri = store_document(settings.files_path, doc)
+            task = queue.enqueue(conn, agent=args.agent or settings.default_agent, document_uri=uri,
+                                 priority=args.priority, customer=args.customer,
+                                 document_name=doc.name, document_sha256=doc.sha256,
+                                 pages=doc.pages, document_bytes=doc.size, submitted_by=args.submitted_by)
+            print(f"task {task.id}: {doc.name} ({doc.pages} pages, priority {task.priority}, agent {task.agent})")
+    return 1 if failures else 0
+
+
+def cmd_status(args) -> int:
+    from schema import db, stats
+
+    dsn = _prepare()
+    with db.connect(dsn) as conn:
+        counts = stats.status_counts(conn)
+    if args.json:
+        print(json.dumps(counts, indent=2))
+        return 0
+    statuses = ["enqueued", "processing", "completed", "failed", "cancelled"]
+    print(f"{'agent':<20}" + "".join(f"{s:>12}" for s in statuses))
+    for agent, by_status in sorted(counts["agents"].items()):
+        print(f"{agent:<20}" + "".join(f"{by_status.get(s, 0):>12}" for s in statuses))
+    print(f"{'total':<20}" + "".join(f"{counts['total'].get(s, 0):>12}" for s in statuses))
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from worker.daemon import run_worker
+
+    return run_worker(_settings(), _prepare(), concurrency=args.concurrency)
+
+
+def cmd_serve(args) -> int:
+    from app.main import run_app
+
+    return run_app(_settings(), _prepare(), samples=False, worker=not args.no_worker)
+
+
+def cmd_up(args) -> int:
+    from app.main import run_app
+
+    return run_app(_settings(), _prepare(), samples=args.samples, worker=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="quire", description="Postgres-native orchestrator for document agents")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="apply database migrations and agent configuration").set_defaults(fn=cmd_migrate)
+    sub.add_parser("db-url", help="print the database DSN in use").set_defaults(fn=cmd_db_url)
+    sub.add_parser("db-stop", help="stop the embedded Postgres server").set_defaults(fn=cmd_db_stop)
+    submit = sub.add_parser("submit", help="store PDF files and enqueue a task for each")
+    submit.add_argument("files", nargs="+")
+    submit.add_argument("--agent")
+    submit.add_argument("--priority", type=int, default=0, help="0..9, 9 the most urgent")
+    submit.add_argument("--customer")
+    submit.add_argument("--submitted-by", default="cli")
+    submit.set_defaults(fn=cmd_submit)
+    status = sub.add_parser("status", help="task counts per status and agent")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(fn=cmd_status)
+    worker = sub.add_parser("worker", help="run the worker daemon alone")
+    worker.add_argument("--concurrency", type=int, default=None)
+    worker.set_defaults(fn=cmd_worker)
+    serve = sub.add_parser("serve", help="run the web app and HTTP API (co-hosting a worker)")
+    serve.add_argument("--no-worker", action="store_true")
+    serve.set_defaults(fn=cmd_serve)
+    up = sub.add_parser("up", help="start everything on the embedded Postgres")
+    up.add_argument("--samples", action="store_true", help="enqueue the bundled sample documents")
+    up.set_defaults(fn=cmd_up)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (QuireError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Prepares a database for a process: migrations, agent configuration from quire.toml, backoff."""
+
+from __future__ import annotations
+
+from schema import db, queue
+from schema.migrate import migrate
+from schema.settings import Settings
+
+
+def prepare_database(settings: Settings, *, configure_agents: bool = True) -> str:
+    """Migrates the database in use and applies the configured agents; returns the DSN."""
+    dsn = db.database_url(settings)
+    queue.set_backoff(settings.backoff_base_seconds, settings.backoff_cap_seconds)
+    agents = settings.agent_configs() if configure_agents else {}
+    with db.connect(dsn) as conn:
+        migrate(conn)
+        for name, config in agents.items():
+            queue.configure_agent(conn, name, **config.model_dump())
+    return dsn
