@@ -46,7 +46,8 @@ WITH picked AS (
                                estimated_tokens, started_at, heartbeat_at)
     SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s, %(executor)s,
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
-           t.estimated_tokens, coalesce(%(now)s, now()), coalesce(%(now)s, now())
+           -- clock_timestamp, not now(): the attempt starts after the admission lock was won
+           t.estimated_tokens, coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())
     FROM tasks t JOIN picked USING (id)
     RETURNING id, task_id, attempt_no, callback_secret
 )

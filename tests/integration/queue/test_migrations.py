@@ -1,0 +1,57 @@
+"""Migrations apply to an empty database, twice without effect, and concurrently."""
+
+import threading
+
+from schema import db
+from schema.migrate import available, migrate
+
+
+def test_all_migrations_apply_to_an_empty_database_and_again_change_nothing(pg_server_dsn):
+    name = "quire_migrate_empty"
+    with db.connect(pg_server_dsn) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        dsn = db.with_database(pg_server_dsn, name)
+        results, errors = [], []
+
+        def run():
+            try:
+                with db.connect(dsn) as conn:
+                    results.append(migrate(conn))
+            except Exception as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        versions = [m.version for m in available()]
+        assert sorted(results, key=len) == [[], [], versions]
+        with db.connect(dsn) as conn:
+            assert migrate(conn) == []
+            tables = {r["table_name"] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")}
+            assert {"tasks", "task_attempts", "agents", "task_events", "schema_migrations"} <= tables
+            applied = [r["version"] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+            assert applied == versions
+    finally:
+        with db.connect(pg_server_dsn) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_claim_uses_the_partial_claim_index(conn):
+    from tests.factories import make_agent, make_task
+
+    make_agent(conn)
+    for _ in range(50):
+        make_task(conn)
+    conn.execute("ANALYZE tasks")
+    conn.execute("SET enable_seqscan = off")
+    plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
+        "EXPLAIN SELECT id FROM tasks WHERE agent = 'docs' AND status = 'enqueued' AND run_after <= now() "
+        "ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"))
+    assert "tasks_claim_idx" in plan
+    assert "Sort" not in plan
