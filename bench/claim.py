@@ -4,10 +4,11 @@
     python bench/claim.py --quick         # small sizes, for a smoke run
     QUIRE_DATABASE_URL=postgresql://... python bench/claim.py   # another server
 
-Every figure is measured with the NOTIFY triggers on. The peer in the same run is the bare
-pattern most queues start from: one `UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED)`
-on a table without attempts, events or notifications; the ratio shows what Quire's bookkeeping
-(an attempt row, the event log, notifications, fenced completion) costs.
+Every Quire figure is measured with its NOTIFY triggers on. The peers in the same run are the
+bare pattern most queues start from: one `UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP
+LOCKED)` and a guarded completion on a table without attempts or events, once without
+notifications and once with a per-row NOTIFY trigger. The ratios show what Quire's bookkeeping (an
+attempt row, the event log, fenced completion with spend) and its notifications cost.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ DROP TABLE IF EXISTS bare_jobs;
 CREATE TABLE bare_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, priority int NOT NULL,
                         status text NOT NULL DEFAULT 'queued', created_at timestamptz NOT NULL DEFAULT now());
 CREATE INDEX ON bare_jobs (priority DESC, created_at, id) WHERE status = 'queued';
+CREATE OR REPLACE FUNCTION bare_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('bare_jobs', json_build_object('id', NEW.id, 's', NEW.status)::text);
+    RETURN NULL;
+END $$;
 """
+BARE_NOTIFY_ON = """CREATE TRIGGER bare_jobs_notify AFTER UPDATE ON bare_jobs
+    FOR EACH ROW EXECUTE FUNCTION bare_jobs_notify()"""
+BARE_NOTIFY_OFF = "DROP TRIGGER IF EXISTS bare_jobs_notify ON bare_jobs"
 BARE_CLAIM = """UPDATE bare_jobs SET status = 'running' WHERE id = (
     SELECT id FROM bare_jobs WHERE status = 'queued' ORDER BY priority DESC, created_at, id
     LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"""
@@ -112,10 +121,13 @@ def throughput(dsn: str, claimer_counts: list[int], seconds: float, backlog: int
                 ("quire throttled claim 10", "bench-capped", 10)]
     for claimers in claimer_counts:
         row = {"claimers": claimers}
-        with db.connect(dsn) as conn:
-            conn.execute("TRUNCATE bare_jobs")
-            conn.execute("INSERT INTO bare_jobs (priority) SELECT g %% 10 FROM generate_series(1, %s) g", [backlog])
-        row["bare SKIP LOCKED"] = run_claimers(dsn, claimers, seconds, bare_work)
+        for label, trigger in (("bare SKIP LOCKED", BARE_NOTIFY_OFF), ("bare + row NOTIFY", BARE_NOTIFY_ON)):
+            with db.connect(dsn) as conn:
+                conn.execute(BARE_NOTIFY_OFF)
+                conn.execute("TRUNCATE bare_jobs")
+                conn.execute("INSERT INTO bare_jobs (priority) SELECT g %% 10 FROM generate_series(1, %s) g", [backlog])
+                conn.execute(trigger)
+            row[label] = run_claimers(dsn, claimers, seconds, bare_work)
         for label, agent, batch in variants:
             with db.connect(dsn) as conn:
                 reset(conn)
@@ -181,11 +193,11 @@ def main() -> int:
         rows = throughput(dsn, claimer_counts, seconds, backlog)
         labels = [k for k in rows[0] if k != "claimers"]
         print("claim-and-complete throughput (tasks/s; ratio to bare SKIP LOCKED in brackets)")
-        print(f"{'claimers':>8}  " + "  ".join(f"{label:>26}" for label in labels))
+        print(f"{'claimers':>8}  " + "  ".join(f"{label:>24}" for label in labels))
         for row in rows:
             base = row["bare SKIP LOCKED"]
             cells = [f"{row[label]:>10,.0f} ({row[label] / base:4.2f}x)" for label in labels]
-            print(f"{row['claimers']:>8}  " + "  ".join(f"{c:>26}" for c in cells))
+            print(f"{row['claimers']:>8}  " + "  ".join(f"{c:>24}" for c in cells))
         print("\nclaim latency by backlog depth (one claim of one task, with its attempt row)")
         print(f"{'depth':>10} {'p50 ms':>8} {'p99 ms':>8} {'fill s':>8}")
         with db.connect(dsn) as conn:

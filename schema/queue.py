@@ -270,50 +270,44 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
     _require_int(attempt_id, "attempt_id", low=1)
     report = payloads.parse_callback(payload)
     with _tx(conn):
-        task_id = _attempt_task_id(conn, attempt_id)
-        task = _row(conn, "task_lock", {"task_id": task_id})
-        attempt = _row(conn, "attempt_lock", {"attempt_id": attempt_id})
-        usage_recorded = False
-        if report.has_usage:
-            usage_recorded = bool(_rows(conn, "attempt_record_usage", {
-                "attempt_id": attempt_id, "now": now, "input_tokens": report.input_tokens,
-                "output_tokens": report.output_tokens, "llm_cost_usd": report.llm_cost_usd,
-                "compute_cost_usd": report.compute_cost_usd}))
-        status = TaskStatus(task["status"])
+        task = _row(conn, "task_lock_for_attempt", {"attempt_id": attempt_id})
+        if task is None:
+            raise UnknownAttempt(f"unknown attempt {attempt_id}")
+        task_id, status = task["id"], TaskStatus(task["status"])
+        noted = _row(conn, "attempt_note_report", {
+            "attempt_id": attempt_id, "status": report.status, "run_id": report.run_id,
+            "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
+            "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
+            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd})
 
         def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()):
             return CallbackOutcome(kind=kind, task_id=task_id, attempt_id=attempt_id,
-                                   task_status=task_status, usage_recorded=usage_recorded,
+                                   task_status=task_status, usage_recorded=noted["usage_recorded"],
                                    superseded_attempt_ids=superseded)
 
-        if attempt["reported_status"] == report.status:
-            _rows(conn, "attempt_count_replay", {"attempt_id": attempt_id})
+        if noted["previously_reported"] == report.status:
             return outcome(CallbackKind.DUPLICATE, status)
-        _rows(conn, "attempt_note_report", {"attempt_id": attempt_id, "status": report.status,
-                                            "run_id": report.run_id, "trace_id": report.trace_id})
-        if report.pages is not None:
-            _rows(conn, "task_set_pages", {"task_id": task_id, "pages": report.pages})
-        if status.terminal:
-            return outcome(CallbackKind.IGNORED, status)
         common = {"task_id": task_id, "attempt_id": attempt_id, "now": now, "pages": report.pages}
+        if status.terminal:
+            if report.pages is not None:
+                _rows(conn, "task_set_pages", common)
+            return outcome(CallbackKind.IGNORED, status)
         if report.status == "completed":
-            _rows(conn, "task_complete_if_live", {**common, "result": Jsonb(report.result),
-                                                   "confidence": report.confidence})
-            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "completed",
-                                           "error": None, "now": now})
-            others = _rows(conn, "attempt_supersede_others", common)
-            return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(r["id"] for r in others))
-        _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "failed",
-                                       "error": report.error, "now": now})
+            done = _row(conn, "task_complete_from_attempt",
+                        {**common, "result": Jsonb(report.result), "confidence": report.confidence})
+            return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(done["superseded_ids"]))
         is_current = status is TaskStatus.PROCESSING and task["current_attempt_id"] == attempt_id
         if not is_current:
+            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "failed",
+                                           "error": report.error, "now": now})
+            if report.pages is not None:
+                _rows(conn, "task_set_pages", common)
             return outcome(CallbackKind.RECORDED, status)
         spent = task["attempt_count"] - task["attempt_base"]
-        requeue = report.retryable and spent < task["max_attempts"]
-        updated = _row(conn, "task_fail_if_current", {
-            **common, "requeue": requeue, "error": report.error,
+        failed = _row(conn, "task_fail_from_current_attempt", {
+            **common, "requeue": report.retryable and spent < task["max_attempts"], "error": report.error,
             "backoff_base": _Backoff.base_seconds, "backoff_cap": _Backoff.cap_seconds})
-        return outcome(CallbackKind.APPLIED, TaskStatus(updated["status"]))
+        return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
 
 
 def attempt_secret(conn: psycopg.Connection, attempt_id: int) -> tuple[str, str | None]:

@@ -22,38 +22,10 @@ SELECT callback_secret, executor, task_id FROM task_attempts WHERE id = %(attemp
 -- Which task an attempt belongs to (immutable, so read before locking the task row).
 SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s;
 
--- name: attempt_lock
--- The attempt row, locked after its task row.
-SELECT * FROM task_attempts WHERE id = %(attempt_id)s FOR UPDATE;
-
 -- name: attempt_touch_heartbeat
 -- Notes that the attempt is alive.
 UPDATE task_attempts SET heartbeat_at = coalesce(%(now)s, now())
 WHERE id = %(attempt_id)s AND status = 'processing';
-
--- name: attempt_record_usage
--- Spend is recorded once per attempt: a second report of it changes nothing.
-UPDATE task_attempts SET
-    input_tokens = %(input_tokens)s,
-    output_tokens = %(output_tokens)s,
-    llm_cost_usd = %(llm_cost_usd)s,
-    compute_cost_usd = coalesce(%(compute_cost_usd)s, compute_cost_usd),
-    usage_recorded_at = coalesce(%(now)s, now())
-WHERE id = %(attempt_id)s AND usage_recorded_at IS NULL
-RETURNING id;
-
--- name: attempt_note_report
--- Remembers what the attempt reported (replays of it are duplicates) and its run and trace ids.
-UPDATE task_attempts SET
-    reported_status = %(status)s,
-    callbacks_received = callbacks_received + 1,
-    job_run_id = coalesce(job_run_id, %(run_id)s),
-    trace_id = coalesce(trace_id, %(trace_id)s)
-WHERE id = %(attempt_id)s;
-
--- name: attempt_count_replay
--- A replayed callback changes nothing but this counter.
-UPDATE task_attempts SET callbacks_received = callbacks_received + 1 WHERE id = %(attempt_id)s;
 
 -- name: attempt_finish
 -- Ends an attempt that is still open (processing, or lost to the sweeper but reporting late).
@@ -63,31 +35,11 @@ UPDATE task_attempts SET
     finished_at = coalesce(%(now)s, now())
 WHERE id = %(attempt_id)s AND status IN ('processing', 'lost');
 
--- name: attempt_supersede_others
--- Once a task is completed, its other open attempts lose: their executors should stop them.
-UPDATE task_attempts SET status = 'superseded', finished_at = coalesce(%(now)s, now())
-WHERE task_id = %(task_id)s AND id <> %(attempt_id)s AND status = 'processing'
-RETURNING id;
-
 -- name: attempt_cancel_open
 -- A cancelled task's running attempts are cancelled with it.
 UPDATE task_attempts SET status = 'cancelled', finished_at = now(), error = 'task cancelled'
 WHERE task_id = %(task_id)s AND status = 'processing'
 RETURNING id;
-
--- name: attempt_hand_back
--- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget.
-WITH given AS (
-    UPDATE task_attempts SET status = 'handed_back', finished_at = now(),
-                             error = 'worker shut down before the attempt finished'
-    WHERE id = %(attempt_id)s AND status = 'processing'
-    RETURNING task_id
-)
-UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1, run_after = now(),
-                   locked_by = NULL, lease_expires_at = NULL, updated_at = now()
-FROM given g
-WHERE t.id = g.task_id AND t.status = 'processing' AND t.current_attempt_id = %(attempt_id)s
-RETURNING t.id;
 
 -- name: attempt_set_executor_info
 -- The executor's handle on a running attempt: process id or job run id.
@@ -102,3 +54,42 @@ UPDATE task_attempts SET
     compute_cost_usd = coalesce(%(compute_cost_usd)s, compute_cost_usd),
     dbus = coalesce(%(dbus)s, dbus)
 WHERE id = %(attempt_id)s;
+
+-- name: attempt_note_report
+-- Counts the report, remembers its status (a replay of it is a duplicate), its run and trace ids,
+-- and records the attempt's spend unless it was recorded before: spend counts once per attempt.
+WITH before AS (
+    SELECT usage_recorded_at IS NULL AND %(has_usage)s AS record_usage,
+           reported_status AS previously_reported
+    FROM task_attempts WHERE id = %(attempt_id)s
+)
+UPDATE task_attempts a SET
+    reported_status = %(status)s,
+    callbacks_received = a.callbacks_received + 1,
+    job_run_id = coalesce(a.job_run_id, %(run_id)s),
+    trace_id = coalesce(a.trace_id, %(trace_id)s),
+    input_tokens = CASE WHEN b.record_usage THEN %(input_tokens)s ELSE a.input_tokens END,
+    output_tokens = CASE WHEN b.record_usage THEN %(output_tokens)s ELSE a.output_tokens END,
+    llm_cost_usd = CASE WHEN b.record_usage THEN %(llm_cost_usd)s ELSE a.llm_cost_usd END,
+    compute_cost_usd = CASE WHEN b.record_usage THEN coalesce(%(compute_cost_usd)s, a.compute_cost_usd)
+                            ELSE a.compute_cost_usd END,
+    usage_recorded_at = CASE WHEN b.record_usage THEN coalesce(%(now)s, now()) ELSE a.usage_recorded_at END
+FROM before b
+WHERE a.id = %(attempt_id)s
+RETURNING b.record_usage AS usage_recorded, b.previously_reported;
+
+-- name: attempt_hand_back
+-- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget
+-- (task row first, then the attempt: the lock order every transition keeps).
+WITH given AS (
+    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1, run_after = now(),
+                       locked_by = NULL, lease_expires_at = NULL, updated_at = now()
+    WHERE t.id = (SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s)
+      AND t.status = 'processing' AND t.current_attempt_id = %(attempt_id)s
+    RETURNING t.id
+)
+UPDATE task_attempts a SET status = 'handed_back', finished_at = now(),
+                           error = 'worker shut down before the attempt finished'
+FROM given g
+WHERE a.id = %(attempt_id)s AND a.status = 'processing'
+RETURNING g.id;

@@ -1,3 +1,221 @@
 -- name: stats_status_counts
 -- Tasks per agent and status, for `quire status` and the metrics endpoint.
 SELECT agent, status::text AS status, count(*) AS n FROM tasks GROUP BY agent, status ORDER BY agent, status;
+
+-- name: task_filter
+-- Fragment, not a query: the dashboard filters, composed into the blocks below as {task_filter}
+-- so that every figure reads the same set of tasks. NULL means "no filter" for each parameter.
+(%(date_from)s::timestamptz IS NULL OR t.created_at >= %(date_from)s::timestamptz)
+AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz)
+AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[]))
+AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
+AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
+
+-- name: stats_summary_filtered
+-- Every headline figure of the dashboard in one pass over the filtered tasks and their attempts.
+WITH t AS (
+    SELECT * FROM tasks t WHERE {task_filter}
+), spend AS (
+    SELECT sum(a.input_tokens)::bigint AS input_tokens, sum(a.output_tokens)::bigint AS output_tokens,
+           sum(a.llm_cost_usd) AS llm_cost_usd, sum(a.compute_cost_usd) AS compute_cost_usd,
+           count(DISTINCT a.task_id) FILTER (WHERE a.usage_recorded_at IS NOT NULL) AS tasks_with_usage,
+           count(*) AS attempts
+    FROM task_attempts a JOIN t ON t.id = a.task_id
+)
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE t.status = 'enqueued') AS enqueued,
+       count(*) FILTER (WHERE t.status = 'processing') AS processing,
+       count(*) FILTER (WHERE t.status = 'completed') AS completed,
+       count(*) FILTER (WHERE t.status = 'failed') AS failed,
+       count(*) FILTER (WHERE t.status = 'cancelled') AS cancelled,
+       avg(t.confidence) FILTER (WHERE t.status = 'completed') AS avg_confidence,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.created_at))
+           FILTER (WHERE t.status = 'completed') AS median_latency_s,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.created_at))
+           FILTER (WHERE t.status = 'completed') AS p95_latency_s,
+       min(t.created_at) AS first_created_at,
+       max(greatest(t.created_at, t.finished_at)) AS last_activity_at,
+       (SELECT input_tokens FROM spend) AS input_tokens,
+       (SELECT output_tokens FROM spend) AS output_tokens,
+       (SELECT llm_cost_usd FROM spend) AS llm_cost_usd,
+       (SELECT compute_cost_usd FROM spend) AS compute_cost_usd,
+       (SELECT tasks_with_usage FROM spend) AS tasks_with_usage,
+       (SELECT attempts FROM spend) AS attempts
+FROM t;
+
+-- name: task_list_page
+-- One page of the dashboard's task table; {order_by} is a whitelisted column and direction.
+SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
+       t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
+       t.parent_id, t.created_at, t.finished_at,
+       extract(epoch FROM t.finished_at - t.created_at) AS latency_s,
+       s.input_tokens, s.output_tokens, s.llm_cost_usd, s.compute_cost_usd
+FROM tasks t
+LEFT JOIN LATERAL (
+    SELECT sum(a.input_tokens)::bigint AS input_tokens, sum(a.output_tokens)::bigint AS output_tokens,
+           sum(a.llm_cost_usd) AS llm_cost_usd, sum(a.compute_cost_usd) AS compute_cost_usd,
+           coalesce(sum(a.input_tokens)::bigint, 0) + coalesce(sum(a.output_tokens)::bigint, 0) AS tokens
+    FROM task_attempts a WHERE a.task_id = t.id
+) s ON true
+WHERE {task_filter}
+ORDER BY {order_by}
+LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: task_list_after
+-- Cursor paging for the API: newest first, keyed on id so a page never shifts under inserts.
+SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
+       t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
+       t.parent_id, t.created_at, t.finished_at,
+       extract(epoch FROM t.finished_at - t.created_at) AS latency_s,
+       s.input_tokens, s.output_tokens, s.llm_cost_usd, s.compute_cost_usd
+FROM tasks t
+LEFT JOIN LATERAL (
+    SELECT sum(a.input_tokens)::bigint AS input_tokens, sum(a.output_tokens)::bigint AS output_tokens,
+           sum(a.llm_cost_usd) AS llm_cost_usd, sum(a.compute_cost_usd) AS compute_cost_usd
+    FROM task_attempts a WHERE a.task_id = t.id
+) s ON true
+WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
+ORDER BY t.id DESC
+LIMIT %(limit)s;
+
+-- name: task_count_filtered
+-- How many tasks the filters select, for the table's page count.
+SELECT count(*) AS n FROM tasks t WHERE {task_filter};
+
+-- name: task_list_by_ids
+-- The current state of a set of tasks (an upload batch).
+SELECT t.id, t.status::text AS status, t.error, t.confidence, t.document_name, t.finished_at
+FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[]) ORDER BY t.id;
+
+-- name: task_find_by_sha256
+-- The task to offer for each already-submitted document: a completed one first, else the newest.
+SELECT DISTINCT ON (t.document_sha256)
+       t.document_sha256, t.id, t.status::text AS status, t.document_name, t.confidence, t.created_at
+FROM tasks t
+WHERE t.document_sha256 = ANY(%(sha256s)s::text[])
+ORDER BY t.document_sha256, (t.status = 'completed') DESC, t.id DESC;
+
+-- name: stats_throughput_series
+-- Submissions and outcomes per time bucket, for the throughput chart.
+SELECT 'submitted' AS series, date_bin(%(bucket)s::interval, t.created_at, %(origin)s::timestamptz) AS bucket,
+       count(*) AS n
+FROM tasks t WHERE {task_filter}
+GROUP BY 1, 2
+UNION ALL
+SELECT t.status::text, date_bin(%(bucket)s::interval, t.finished_at, %(origin)s::timestamptz), count(*)
+FROM tasks t WHERE {task_filter} AND t.finished_at IS NOT NULL
+GROUP BY 1, 2
+ORDER BY 2, 1;
+
+-- name: stats_cost_by_agent
+-- LLM and compute spend per agent over the filtered tasks.
+SELECT t.agent AS key, coalesce(sum(a.llm_cost_usd), 0) AS llm_cost_usd,
+       coalesce(sum(a.compute_cost_usd), 0) AS compute_cost_usd,
+       coalesce(sum(a.input_tokens)::bigint, 0) + coalesce(sum(a.output_tokens)::bigint, 0) AS tokens,
+       count(DISTINCT t.id) AS tasks
+FROM tasks t JOIN task_attempts a ON a.task_id = t.id
+WHERE {task_filter}
+GROUP BY t.agent
+ORDER BY 2 DESC, 1;
+
+-- name: stats_cost_by_customer
+-- LLM and compute spend per customer over the filtered tasks.
+SELECT coalesce(t.customer, '(none)') AS key, coalesce(sum(a.llm_cost_usd), 0) AS llm_cost_usd,
+       coalesce(sum(a.compute_cost_usd), 0) AS compute_cost_usd,
+       coalesce(sum(a.input_tokens)::bigint, 0) + coalesce(sum(a.output_tokens)::bigint, 0) AS tokens,
+       count(DISTINCT t.id) AS tasks
+FROM tasks t JOIN task_attempts a ON a.task_id = t.id
+WHERE {task_filter}
+GROUP BY 1
+ORDER BY 2 DESC, 1
+LIMIT 30;
+
+-- name: stats_latency_histogram
+-- Submission-to-completion times of completed tasks in %(bins)s equal bins between min and max.
+WITH lat AS (
+    SELECT extract(epoch FROM t.finished_at - t.created_at)::float8 AS s
+    FROM tasks t WHERE {task_filter} AND t.status = 'completed'
+), bounds AS (
+    SELECT min(s) AS lo, max(s) AS hi FROM lat
+)
+SELECT least(width_bucket(lat.s, b.lo, b.hi + 1e-6, %(bins)s), %(bins)s) AS bin,
+       b.lo, b.hi, count(*) AS n
+FROM lat CROSS JOIN bounds b
+GROUP BY 1, 2, 3
+ORDER BY 1;
+
+-- name: stats_confidence_histogram
+-- Overall confidence of completed tasks in ten bins from 0 to 1.
+SELECT least(width_bucket(t.confidence, 0, 1, 10), 10) AS bin, count(*) AS n
+FROM tasks t
+WHERE {task_filter} AND t.status = 'completed' AND t.confidence IS NOT NULL
+GROUP BY 1
+ORDER BY 1;
+
+-- name: stats_compute_measured_filtered
+-- Compute spend the executors measured (local runs: run time times the configured rate).
+SELECT sum(a.compute_cost_usd) AS compute_cost_usd, sum(a.compute_seconds) AS compute_seconds,
+       sum(a.dbus) AS dbus, count(*) FILTER (WHERE a.compute_cost_usd IS NOT NULL) AS attempts_measured,
+       count(*) AS attempts
+FROM task_attempts a JOIN tasks t ON t.id = a.task_id
+WHERE {task_filter};
+
+-- name: attempt_job_run_ids_filtered
+-- The job runs this orchestrator submitted for the filtered tasks, for the billing lookup.
+SELECT DISTINCT a.job_run_id
+FROM task_attempts a JOIN tasks t ON t.id = a.task_id
+WHERE {task_filter} AND a.job_run_id IS NOT NULL
+ORDER BY 1
+LIMIT 5000;
+
+-- name: billing_compute_cost_for_runs
+-- Databricks SQL for the statement execution API, not Postgres: list-price cost of the job runs
+-- named in :run_ids (comma-separated), from the billing system tables. Slow: run on demand only.
+SELECT u.usage_metadata.job_run_id AS job_run_id,
+       sum(u.usage_quantity) AS dbus,
+       sum(u.usage_quantity * CAST(lp.pricing.default AS DOUBLE)) AS cost_usd
+FROM system.billing.usage u
+JOIN system.billing.list_prices lp
+  ON lp.sku_name = u.sku_name AND lp.cloud = u.cloud AND lp.usage_unit = u.usage_unit
+ AND u.usage_start_time >= lp.price_start_time
+ AND (lp.price_end_time IS NULL OR u.usage_start_time < lp.price_end_time)
+WHERE array_contains(split(:run_ids, ','), u.usage_metadata.job_run_id)
+  AND lp.currency_code = 'USD'
+GROUP BY 1;
+
+-- name: stats_filter_options
+-- Agents and customers to offer in the dashboard filters.
+SELECT 'agent' AS kind, name AS value FROM agents
+UNION ALL
+SELECT 'customer', c.customer FROM (
+    SELECT DISTINCT customer FROM tasks WHERE customer IS NOT NULL ORDER BY customer LIMIT 500
+) c
+ORDER BY 1, 2;
+
+-- name: task_events_after
+-- The event log after a given id, for SSE replay (Last-Event-ID) and catch-up after a lost LISTEN.
+SELECT e.id, e.task_id, e.agent, e.status::text AS status, e.prev_status::text AS prev_status,
+       e.actor, e.at
+FROM task_events e
+WHERE e.id > %(after_id)s
+ORDER BY e.id
+LIMIT %(limit)s;
+
+-- name: task_events_last_id
+-- The newest event id, sent with the SSE snapshot so a client can resume from it.
+SELECT coalesce(max(id), 0) AS last_id FROM task_events;
+
+-- name: stats_queue_health
+-- Per agent: age of the oldest enqueued task and how many wait for token budget, for /metrics.
+SELECT t.agent, extract(epoch FROM now() - min(t.created_at))::float8 AS oldest_enqueued_age_s,
+       count(*) FILTER (WHERE t.waiting_since IS NOT NULL) AS waiting_for_budget
+FROM tasks t WHERE t.status = 'enqueued'
+GROUP BY t.agent
+ORDER BY t.agent;
+
+-- name: stats_attempt_counts
+-- Attempts (claims) per agent and attempt status, and callbacks received, for /metrics.
+SELECT a.agent, a.status::text AS status, count(*) AS n, coalesce(sum(a.callbacks_received), 0) AS callbacks
+FROM task_attempts a
+GROUP BY a.agent, a.status
+ORDER BY a.agent, a.status;

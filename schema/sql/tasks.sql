@@ -17,6 +17,14 @@ SELECT * FROM tasks WHERE id = %(task_id)s;
 -- same task take turns (lock order everywhere: task row, then its attempt rows).
 SELECT * FROM tasks WHERE id = %(task_id)s FOR UPDATE;
 
+-- name: task_lock_for_attempt
+-- The task an attempt belongs to, locked. Every writer of an attempt's status holds its task's
+-- lock first, so statements after this one read the attempt as it stands.
+SELECT t.*
+FROM task_attempts a JOIN tasks t ON t.id = a.task_id
+WHERE a.id = %(attempt_id)s
+FOR UPDATE OF t;
+
 -- name: task_candidates_for_admission
 -- The head of an agent's claimable backlog in claim order, locked, for a throttled admission.
 SELECT id, priority, estimated_tokens, waiting_since
@@ -108,32 +116,51 @@ FROM expired e
 WHERE t.id = e.id
 RETURNING t.id, t.status;
 
--- name: task_complete_if_live
--- A completed report from any attempt of a task that is not terminal completes it.
-UPDATE tasks SET
-    status = 'completed', result = %(result)s, confidence = %(confidence)s, error = NULL,
-    current_attempt_id = %(attempt_id)s, locked_by = NULL, lease_expires_at = NULL,
-    pages = coalesce(%(pages)s, pages),
-    finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
-WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
-RETURNING *;
+-- name: task_complete_from_attempt
+-- A completed report from any attempt of a task that is not terminal completes it; its other
+-- open attempts are superseded (their executors should stop them).
+WITH done AS (
+    UPDATE tasks SET
+        status = 'completed', result = %(result)s, confidence = %(confidence)s, error = NULL,
+        current_attempt_id = %(attempt_id)s, locked_by = NULL, lease_expires_at = NULL,
+        pages = coalesce(%(pages)s, pages),
+        finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+    WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
+    RETURNING id
+), finished AS (
+    UPDATE task_attempts SET status = 'completed', finished_at = coalesce(%(now)s, now())
+    WHERE id = %(attempt_id)s AND status IN ('processing', 'lost') AND EXISTS (SELECT 1 FROM done)
+), superseded AS (
+    UPDATE task_attempts SET status = 'superseded', finished_at = coalesce(%(now)s, now())
+    WHERE task_id = %(task_id)s AND id <> %(attempt_id)s AND status = 'processing'
+      AND EXISTS (SELECT 1 FROM done)
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM done) AS completed,
+       coalesce((SELECT array_agg(id ORDER BY id) FROM superseded), '{}') AS superseded_ids;
 
--- name: task_fail_if_current
+-- name: task_fail_from_current_attempt
 -- A failure from the current attempt of a processing task: back to the queue with backoff while
 -- it is retryable and the budget lasts, otherwise failed for good.
-UPDATE tasks SET
-    status = CASE WHEN %(requeue)s THEN 'enqueued' ELSE 'failed' END::task_status,
-    run_after = CASE WHEN %(requeue)s
-                     THEN coalesce(%(now)s, now())
-                          + quire_backoff(attempt_count - attempt_base, %(backoff_base)s, %(backoff_cap)s)
-                     ELSE run_after END,
-    error = %(error)s,
-    pages = coalesce(%(pages)s, pages),
-    locked_by = NULL, lease_expires_at = NULL,
-    finished_at = CASE WHEN %(requeue)s THEN NULL ELSE coalesce(%(now)s, now()) END,
-    updated_at = coalesce(%(now)s, now())
-WHERE id = %(task_id)s AND status = 'processing' AND current_attempt_id = %(attempt_id)s
-RETURNING *;
+WITH failed AS (
+    UPDATE tasks SET
+        status = CASE WHEN %(requeue)s THEN 'enqueued' ELSE 'failed' END::task_status,
+        run_after = CASE WHEN %(requeue)s
+                         THEN coalesce(%(now)s, now())
+                              + quire_backoff(attempt_count - attempt_base, %(backoff_base)s, %(backoff_cap)s)
+                         ELSE run_after END,
+        error = %(error)s,
+        pages = coalesce(%(pages)s, pages),
+        locked_by = NULL, lease_expires_at = NULL,
+        finished_at = CASE WHEN %(requeue)s THEN NULL ELSE coalesce(%(now)s, now()) END,
+        updated_at = coalesce(%(now)s, now())
+    WHERE id = %(task_id)s AND status = 'processing' AND current_attempt_id = %(attempt_id)s
+    RETURNING status
+), finished AS (
+    UPDATE task_attempts SET status = 'failed', error = %(error)s, finished_at = coalesce(%(now)s, now())
+    WHERE id = %(attempt_id)s AND status IN ('processing', 'lost')
+)
+SELECT status::text FROM failed;
 
 -- name: task_set_pages
 -- Records the page count an attempt reported, whatever became of the attempt.

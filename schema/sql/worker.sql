@@ -1,0 +1,34 @@
+-- name: attempt_list_unreconciled_batch
+-- Ended attempts that named a trace but recorded no spend: the cost reconciler reads their traces
+-- (recent ones only, so a trace that never arrives is not read forever).
+SELECT a.id, a.trace_id, a.agent, ag.price_input_per_mtok, ag.price_output_per_mtok
+FROM task_attempts a JOIN agents ag ON ag.name = a.agent
+WHERE a.trace_id IS NOT NULL AND a.usage_recorded_at IS NULL AND a.status <> 'processing'
+  AND a.finished_at > coalesce(%(now)s, now()) - make_interval(secs => %(window_seconds)s)
+  AND NOT (a.id = ANY(%(skip)s::bigint[]))
+ORDER BY a.id
+LIMIT %(batch)s;
+
+-- name: attempt_list_recorded_batch
+-- Attempts whose spend was reported with a trace id, after a cursor, to check against the trace.
+SELECT a.id, a.trace_id, a.input_tokens, a.output_tokens, a.llm_cost_usd
+FROM task_attempts a
+WHERE a.trace_id IS NOT NULL AND a.usage_recorded_at IS NOT NULL AND a.id > %(after_id)s
+ORDER BY a.id
+LIMIT %(batch)s;
+
+-- name: attempt_record_trace_usage_once
+-- Spend read from the trace, recorded only if nothing was recorded before (a callback wins a race).
+UPDATE task_attempts SET
+    input_tokens = %(input_tokens)s,
+    output_tokens = %(output_tokens)s,
+    llm_cost_usd = %(llm_cost_usd)s,
+    usage_recorded_at = coalesce(%(now)s, now())
+WHERE id = %(attempt_id)s AND usage_recorded_at IS NULL
+RETURNING id;
+
+-- name: task_next_due_one
+-- Seconds until the earliest backing-off task becomes claimable: nothing notifies when it does.
+SELECT extract(epoch FROM min(run_after) - coalesce(%(now)s, now()))::float8 AS wait_seconds
+FROM tasks
+WHERE status = 'enqueued' AND run_after > coalesce(%(now)s, now());

@@ -1,0 +1,66 @@
+"""Queries the worker's side services need beyond the state machine: cost reconciliation, timing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+import psycopg
+
+from schema.sql import fetch_all as _rows
+from schema.sql import fetch_one as _row
+
+
+@dataclass(frozen=True)
+class TraceToReconcile:
+    """An ended attempt that named a trace but recorded no spend, with its agent's prices."""
+
+    id: int
+    trace_id: str
+    agent: str
+    price_input_per_mtok: Decimal
+    price_output_per_mtok: Decimal
+
+
+@dataclass(frozen=True)
+class RecordedUsage:
+    """Spend an attempt reported, to compare with its trace."""
+
+    id: int
+    trace_id: str
+    input_tokens: int | None
+    output_tokens: int | None
+    llm_cost_usd: Decimal | None
+
+
+def attempt_list_unreconciled_batch(conn: psycopg.Connection, *, window_seconds: float,
+                                    skip: list[int] | None = None, batch: int = 50,
+                                    now: datetime | None = None) -> list[TraceToReconcile]:
+    """Ended attempts of the last `window_seconds` with a trace id and no spend recorded."""
+    rows = _rows(conn, "attempt_list_unreconciled_batch",
+                 {"window_seconds": window_seconds, "skip": list(skip or []), "batch": batch, "now": now})
+    return [TraceToReconcile(**r) for r in rows]
+
+
+def attempt_list_recorded_batch(conn: psycopg.Connection, *, after_id: int,
+                                batch: int = 50) -> list[RecordedUsage]:
+    """Attempts after `after_id` whose reported spend came with a trace id, oldest first."""
+    return [RecordedUsage(**r) for r in _rows(conn, "attempt_list_recorded_batch",
+                                              {"after_id": after_id, "batch": batch})]
+
+
+def attempt_record_trace_usage_once(conn: psycopg.Connection, attempt_id: int, *, input_tokens: int,
+                                    output_tokens: int, llm_cost_usd: float | None,
+                                    now: datetime | None = None) -> bool:
+    """Records spend read from a trace; False if the attempt already had spend recorded."""
+    with conn.transaction():
+        return bool(_rows(conn, "attempt_record_trace_usage_once", {
+            "attempt_id": attempt_id, "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "llm_cost_usd": llm_cost_usd, "now": now}))
+
+
+def task_next_due_one(conn: psycopg.Connection, *, now: datetime | None = None) -> float | None:
+    """Seconds until the next backing-off task becomes claimable; None when none is waiting."""
+    row = _row(conn, "task_next_due_one", {"now": now})
+    return None if row is None or row["wait_seconds"] is None else max(0.0, row["wait_seconds"])
