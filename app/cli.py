@@ -70,9 +70,10 @@ def cmd_submit(args) -> int:
             failures += 1
     dsn = _prepare()
     with db.connect(dsn) as conn:
+        agent = queue.get_agent(conn, args.agent or settings.default_agent)  # before any file is stored
         for doc in checked:
             uri = store_document(settings.files_path, doc)
-            task = queue.enqueue(conn, agent=args.agent or settings.default_agent, document_uri=uri,
+            task = queue.enqueue(conn, agent=agent.name, document_uri=uri,
                                  priority=args.priority, customer=args.customer,
                                  document_name=doc.name, document_sha256=doc.sha256,
                                  pages=doc.pages, document_bytes=doc.size, submitted_by=args.submitted_by)
@@ -115,6 +116,16 @@ def cmd_up(args) -> int:
     return run_app(_settings(), _prepare(), samples=args.samples, worker=True)
 
 
+def _priority(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 9:
+        raise argparse.ArgumentTypeError(f"priority must be from 0 to 9, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="quire", description="Postgres-native orchestrator for document agents")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit = sub.add_parser("submit", help="store PDF files and enqueue a task for each")
     submit.add_argument("files", nargs="+")
     submit.add_argument("--agent")
-    submit.add_argument("--priority", type=int, default=0, help="0..9, 9 the most urgent")
+    submit.add_argument("--priority", type=_priority, default=0, help="0..9, 9 the most urgent")
     submit.add_argument("--customer")
     submit.add_argument("--submitted-by", default="cli")
     submit.set_defaults(fn=cmd_submit)

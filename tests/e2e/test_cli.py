@@ -1,0 +1,104 @@
+"""The quire command line against a real database, as a user runs it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fpdf import FPDF
+
+from schema import db
+
+
+def make_pdf(path: Path, pages: int = 2) -> Path:
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    for n in range(pages):
+        pdf.add_page()
+        pdf.cell(0, 10, f"Invoice INV-{n:04d} Total EUR 1,234.56")
+    pdf.output(str(path))
+    return path
+
+
+@pytest.fixture
+def quire(db_dsn, tmp_path):
+    env = {**os.environ, "QUIRE_DATABASE_URL": db_dsn, "QUIRE_DATA_DIR": str(tmp_path / "data"),
+           "QUIRE_CONFIG": str(tmp_path / "quire.toml")}
+
+    def run(*args, check=True):
+        proc = subprocess.run([sys.executable, "-m", "app.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+        if check and proc.returncode != 0:
+            raise AssertionError(f"quire {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    return run
+
+
+def test_migrate_is_idempotent_and_db_url_prints_the_dsn(quire, db_dsn):
+    assert "up to date" in quire("migrate").stdout
+    assert quire("db-url").stdout.strip() == db_dsn
+
+
+def test_submit_stores_files_and_enqueues_with_priority_and_customer(quire, tmp_path, conn):
+    a = make_pdf(tmp_path / "a.pdf", pages=3)
+    b = make_pdf(tmp_path / "b.pdf", pages=1)
+    out = quire("submit", str(a), str(b), "--priority", "7", "--customer", "acme").stdout
+    assert out.count("task ") == 2
+    rows = conn.execute("SELECT document_name, document_uri, pages, priority, customer, estimated_tokens, "
+                        "document_sha256, submitted_by FROM tasks ORDER BY id").fetchall()
+    assert [(r["document_name"], r["pages"], r["priority"], r["customer"]) for r in rows] == [
+        ("a.pdf", 3, 7, "acme"), ("b.pdf", 1, 7, "acme")]
+    assert rows[0]["estimated_tokens"] == 900 + 3 * 650
+    stored = Path(rows[0]["document_uri"])
+    assert stored.is_file() and stored.read_bytes() == a.read_bytes()
+    assert str(tmp_path / "data" / "files") in str(stored)
+    status = json.loads(quire("status", "--json").stdout)
+    assert status["total"] == {"enqueued": 2}
+    assert status["agents"] == {"documents": {"enqueued": 2}}
+
+
+def test_submit_rejects_bad_files_with_clear_messages_and_writes_nothing_for_them(quire, tmp_path, conn):
+    good = make_pdf(tmp_path / "good.pdf")
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.pdf"
+    text.write_text("just some text, not a PDF")
+    damaged = tmp_path / "damaged.pdf"
+    damaged.write_bytes(b"%PDF-1.7\n" + os.urandom(300))
+    proc = quire("submit", str(good), str(empty), str(text), str(damaged), str(tmp_path / "missing.pdf"),
+                 check=False)
+    assert proc.returncode == 1
+    assert "empty.pdf: the file is empty" in proc.stderr
+    assert "notes.pdf: not a PDF" in proc.stderr
+    assert "damaged.pdf: the PDF is damaged" in proc.stderr
+    assert "missing.pdf: no such file" in proc.stderr
+    names = [r["document_name"] for r in conn.execute("SELECT document_name FROM tasks")]
+    assert names == ["good.pdf"]
+    stored = list((tmp_path / "data" / "files").rglob("*.pdf"))
+    assert [p.name for p in stored] == ["good.pdf"]
+
+
+def test_bad_arguments_exit_non_zero_with_an_error_and_store_nothing(quire, tmp_path, conn):
+    pdf = make_pdf(tmp_path / "a.pdf")
+    proc = quire("submit", str(pdf), "--priority", "12", check=False)
+    assert proc.returncode == 2 and "priority must be from 0 to 9" in proc.stderr
+    proc = quire("submit", str(pdf), "--agent", "nobody", check=False)
+    assert proc.returncode == 2 and "unknown agent 'nobody'" in proc.stderr
+    assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 0
+    assert not list((tmp_path / "data").rglob("*.pdf"))
+
+
+def test_agents_come_from_quire_toml(quire, tmp_path, conn):
+    (tmp_path / "quire.toml").write_text(
+        '[agents.invoices]\nmax_concurrent_tasks = 4\nmax_tpm = 50000\n'
+        '[agents.contracts]\nlease_seconds = 300\n')
+    quire("migrate")
+    rows = {r["name"]: r for r in conn.execute("SELECT * FROM agents")}
+    assert rows["invoices"]["max_concurrent_tasks"] == 4 and rows["invoices"]["max_tpm"] == 50000
+    assert rows["contracts"]["lease_seconds"] == 300
+    (tmp_path / "quire.toml").write_text('[agents.invoices]\nmax_tpm = -1\n')
+    proc = quire("migrate", check=False)
+    assert proc.returncode == 2 and "max_tpm" in proc.stderr
