@@ -68,11 +68,18 @@ def stop_embedded(data_dir: Path) -> bool:
 
 
 def database_url(settings=None) -> str:
-    """The DSN in use: QUIRE_DATABASE_URL when set, else the embedded server (started if needed)."""
+    """The DSN in use: Lakebase (with its token provider installed), QUIRE_DATABASE_URL, or the
+    embedded server (started if needed)."""
     if settings is None:
         from schema.settings import get_settings
 
         settings = get_settings()
+    if settings.lakebase_instance:
+        from schema.lakebase import LakebaseCredentials, dsn_from_environment
+
+        if not isinstance(_credential_provider, LakebaseCredentials):
+            set_credential_provider(LakebaseCredentials(settings.lakebase_instance))
+        return settings.database_url or dsn_from_environment()
     if settings.database_url:
         return settings.database_url
     return start_embedded(settings.data_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +33,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="QUIRE_", extra="ignore")
 
-    database_url: str | None = None          # any Postgres; unset: the embedded server
+    database_url: str | None = None          # any Postgres; unset: Lakebase or the embedded server
+    lakebase_instance: str | None = None     # Lakebase instance: OAuth token per connection
     data_dir: Path = Path(".quire")          # embedded Postgres, uploaded files, tokens
     config: Path = Path("quire.toml")        # per-agent configuration (optional file)
     files_root: str | None = None            # uploaded files; /Volumes/... for a UC Volume
@@ -41,7 +43,8 @@ class Settings(BaseSettings):
     backoff_base_seconds: float = Field(5.0, gt=0)
     backoff_cap_seconds: float = Field(600.0, gt=0)
     host: str = "127.0.0.1"
-    port: int = Field(8080, gt=0, lt=65536)
+    # Databricks Apps tells the app its port in DATABRICKS_APP_PORT.
+    port: int = Field(default_factory=lambda: int(os.environ.get("DATABRICKS_APP_PORT", 8080)), gt=0, lt=65536)
     public_url: str | None = None            # how agents reach the callback routes
     worker: str = "on"                       # "off": the app does not co-host a worker
     worker_id: str | None = None

@@ -274,3 +274,7 @@ def stats_queue_health(conn: psycopg.Connection) -> list[dict[str, Any]]:
 def stats_attempt_counts(conn: psycopg.Connection) -> list[dict[str, Any]]:
     """Per agent and attempt status: attempts and callbacks received."""
     return fetch_all(conn, "stats_attempt_counts")
+
+
+def health_ping(conn: psycopg.Connection) -> bool:
+    return fetch_one(conn, "health_ping")["ok"] == 1

@@ -219,3 +219,7 @@ SELECT a.agent, a.status::text AS status, count(*) AS n, coalesce(sum(a.callback
 FROM task_attempts a
 GROUP BY a.agent, a.status
 ORDER BY a.agent, a.status;
+
+-- name: health_ping
+-- The cheapest round trip that proves a pooled connection works.
+SELECT 1 AS ok;

@@ -32,3 +32,11 @@ RETURNING id;
 SELECT extract(epoch FROM min(run_after) - coalesce(%(now)s, now()))::float8 AS wait_seconds
 FROM tasks
 WHERE status = 'enqueued' AND run_after > coalesce(%(now)s, now());
+
+-- name: channel_listen_tasks
+-- The worker's LISTEN connection subscribes to the task events the triggers publish.
+LISTEN quire_tasks;
+
+-- name: channel_listening_one
+-- Health check of a LISTEN connection: a connection that lost its subscription must reconnect.
+SELECT 'quire_tasks' = ANY(ARRAY(SELECT pg_listening_channels())) AS listening;
