@@ -45,9 +45,13 @@ def set_backoff(base_seconds: float, cap_seconds: float) -> None:
     _Backoff.base_seconds, _Backoff.cap_seconds = base_seconds, cap_seconds
 
 
-def _tx(conn: psycopg.Connection):
+def _require_idle(conn: psycopg.Connection) -> None:
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+
+
+def _tx(conn: psycopg.Connection):
+    _require_idle(conn)
     return conn.transaction()
 
 
@@ -183,21 +187,25 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
     _require_int(limit, "limit", low=1)
     if lease_seconds is not None:
         _require_int(lease_seconds, "lease_seconds", low=1)
-    with _tx(conn):
-        # Throttled agents take turns on their row; the others claim with SKIP LOCKED alone.
-        row = _row(conn, "agent_get", {"agent": agent})
-        if row is None:
-            raise UnknownAgent(f"unknown agent {agent!r}")
-        ids = None
-        if row["max_concurrent_tasks"] is not None or row["max_tpm"] is not None:
+    params = dict(agent=agent, worker_id=worker_id, limit=limit, now=now, executor=executor,
+                  lease_seconds=lease_seconds)
+    _require_idle(conn)
+    # Unthrottled agents: one statement, its own transaction, claims with SKIP LOCKED alone.
+    rows = _rows(conn, "task_claim_batch", {**params, "ids": None, "unthrottled_only": True})
+    if not rows:
+        # Nothing claimed: the agent is throttled, unknown, or has nothing claimable now.
+        with _tx(conn):
+            row = _row(conn, "agent_get", {"agent": agent})
+            if row is None:
+                raise UnknownAgent(f"unknown agent {agent!r}")
+            if row["max_concurrent_tasks"] is None and row["max_tpm"] is None:
+                return []
+            # Throttled agents take turns on their row, so admission sees every earlier claim.
             row = _row(conn, "agent_lock_for_admission", {"agent": agent})
             ids = _admit(conn, agent_from_row(row), limit=limit, now=now)
             if not ids:
                 return []
-        params = dict(agent=agent, worker_id=worker_id, limit=limit, ids=ids, now=now,
-                      executor=executor or row["executor"],
-                      lease_seconds=lease_seconds or row["lease_seconds"])
-        rows = _rows(conn, "task_claim_batch", params)
+            rows = _rows(conn, "task_claim_batch", {**params, "ids": ids, "unthrottled_only": False})
     rows.sort(key=lambda r: (-r["priority"], r["created_at"], r["id"]))
     return [Claim(task=task_from_row(r), attempt_id=r["claim_attempt_id"],
                   attempt_no=r["claim_attempt_no"], lease_expires_at=r["lease_expires_at"],

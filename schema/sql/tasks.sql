@@ -41,10 +41,15 @@ WHERE id = ANY(%(ids)s::bigint[]) AND waiting_since IS NULL;
 
 -- name: task_claim_batch
 -- Claims up to %(limit)s tasks in priority order and opens an attempt for each, in one statement.
--- %(ids)s, when given, restricts the claim to tasks that admission already chose and locked.
-WITH picked AS (
+-- %(ids)s, when given, restricts the claim to tasks that admission already chose and locked;
+-- %(unthrottled_only)s lets it run alone, as its own transaction, for agents without limits.
+WITH agent AS (
+    SELECT name, lease_seconds, executor FROM agents
+    WHERE name = %(agent)s
+      AND (NOT %(unthrottled_only)s OR (max_concurrent_tasks IS NULL AND max_tpm IS NULL))
+), picked AS (
     SELECT id FROM tasks
-    WHERE agent = %(agent)s AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
+    WHERE agent = (SELECT name FROM agent) AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
       AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
     ORDER BY priority DESC, created_at, id
     LIMIT %(limit)s
@@ -52,7 +57,8 @@ WITH picked AS (
 ), opened AS (
     INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
                                estimated_tokens, started_at, heartbeat_at)
-    SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s, %(executor)s,
+    SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s,
+           coalesce(%(executor)s, (SELECT executor FROM agent)),
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won
            t.estimated_tokens, coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())
@@ -64,7 +70,8 @@ UPDATE tasks t SET
     attempt_count = o.attempt_no,
     current_attempt_id = o.id,
     locked_by = %(worker_id)s,
-    lease_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_seconds)s),
+    lease_expires_at = coalesce(%(now)s, now())
+                       + make_interval(secs => coalesce(%(lease_seconds)s, (SELECT lease_seconds FROM agent))),
     started_at = coalesce(t.started_at, coalesce(%(now)s, now())),
     waiting_since = NULL,
     updated_at = coalesce(%(now)s, now())

@@ -40,3 +40,23 @@ LISTEN quire_tasks;
 -- name: channel_listening_one
 -- Health check of a LISTEN connection: a connection that lost its subscription must reconnect.
 SELECT 'quire_tasks' = ANY(ARRAY(SELECT pg_listening_channels())) AS listening;
+
+-- name: database_exists_one
+-- Whether the database MLflow keeps its traces in exists yet on this server.
+SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = %(name)s) AS present;
+
+-- name: database_create
+-- Creates the MLflow database beside the queue's ({name} is an identifier composed by the caller).
+CREATE DATABASE {name};
+
+-- name: tracking_lock_setup
+-- Serialises MLflow's first-time table creation between workers starting at once.
+SELECT pg_advisory_lock(hashtext('quire.mlflow.setup'));
+
+-- name: tracking_unlock_setup
+-- Releases the lock taken by tracking_lock_setup.
+SELECT pg_advisory_unlock(hashtext('quire.mlflow.setup'));
+
+-- name: tracking_store_present_one
+-- Whether MLflow has created its tables in this database (it records its schema version there).
+SELECT to_regclass('public.alembic_version') IS NOT NULL AS present;

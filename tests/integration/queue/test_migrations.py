@@ -43,6 +43,7 @@ def test_all_migrations_apply_to_an_empty_database_and_again_change_nothing(pg_s
 
 
 def test_claim_uses_the_partial_claim_index(conn):
+    from schema.sql import q
     from tests.factories import make_agent, make_task
 
     make_agent(conn)
@@ -50,8 +51,8 @@ def test_claim_uses_the_partial_claim_index(conn):
         make_task(conn)
     conn.execute("ANALYZE tasks")
     conn.execute("SET enable_seqscan = off")
-    plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
-        "EXPLAIN SELECT id FROM tasks WHERE agent = 'docs' AND status = 'enqueued' AND run_after <= now() "
-        "ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"))
+    params = {"agent": "docs", "worker_id": "w", "limit": 1, "now": None, "executor": None,
+              "lease_seconds": None, "ids": None, "unthrottled_only": True}
+    plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + q("task_claim_batch"), params))
     assert "tasks_claim_idx" in plan
     assert "Sort" not in plan
