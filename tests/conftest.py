@@ -5,6 +5,8 @@ embedded one is started under a temporary directory."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -16,16 +18,19 @@ from schema.migrate import migrate
 
 
 @pytest.fixture(scope="session")
-def pg_server_dsn(tmp_path_factory) -> str:
+def pg_server_dsn() -> str:
     url = os.environ.get("QUIRE_TEST_DATABASE_URL")
     if url:
         yield url
         return
-    data_dir = Path(tmp_path_factory.mktemp("quire-pg"))
+    # Not under pytest's basetemp: a concurrent pytest session prunes old basetemps, and would
+    # delete a running server's data directory.
+    data_dir = Path(tempfile.mkdtemp(prefix="quire-test-pg-"))
     os.chmod(data_dir, 0o755)
     dsn = db.start_embedded(data_dir)
     yield dsn
     db.stop_embedded(data_dir)
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _admin(dsn: str) -> psycopg.Connection:
