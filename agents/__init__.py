@@ -1,0 +1,1 @@
+"""Quire's document agents: read a PDF, extract structured fields, trace and report back."""

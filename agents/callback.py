@@ -1,0 +1,148 @@
+"""Signed callbacks and heartbeats to the orchestrator, and the per-attempt secret they use."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from agents.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Quire-Signature"
+DEFAULT_HEARTBEAT_SECONDS = 10.0
+
+
+def derive_attempt_secret(shared_key: bytes | str, attempt_id: int) -> str:
+    """hex(HMAC-SHA256(shared_key, "quire-attempt:" + attempt_id)), per docs/CONTRACTS.md."""
+    key = shared_key.encode() if isinstance(shared_key, str) else shared_key
+    return hmac.new(key, f"quire-attempt:{int(attempt_id)}".encode(), hashlib.sha256).hexdigest()
+
+
+def sign(body: bytes, secret: str) -> str:
+    """The X-Quire-Signature value for raw body bytes: "sha256=" + hex HMAC keyed by the secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    """The exact bytes sent and signed for a payload."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def resolve_secret(attempt_id: int | None) -> str:
+    """QUIRE_CALLBACK_SECRET, or the secret derived from the shared key (env or Databricks)."""
+    secret = os.environ.get("QUIRE_CALLBACK_SECRET")
+    if secret:
+        return secret
+    key = os.environ.get("QUIRE_CALLBACK_KEY")
+    scope = os.environ.get("QUIRE_CALLBACK_KEY_SCOPE")
+    name = os.environ.get("QUIRE_CALLBACK_KEY_NAME")
+    if not key and not (scope and name):
+        raise ConfigurationError(
+            "no callback secret: set QUIRE_CALLBACK_SECRET, QUIRE_CALLBACK_KEY, or "
+            "QUIRE_CALLBACK_KEY_SCOPE and QUIRE_CALLBACK_KEY_NAME")
+    if attempt_id is None:
+        raise ConfigurationError("--attempt-id is needed to derive the callback secret")
+    if key:
+        return derive_attempt_secret(key, attempt_id)
+    from databricks.sdk import WorkspaceClient
+
+    # The secrets API returns the value base64-encoded.
+    value = WorkspaceClient().secrets.get_secret(scope=scope, key=name).value or ""
+    return derive_attempt_secret(base64.b64decode(value), attempt_id)
+
+
+class CallbackRejected(Exception):
+    """The orchestrator answered a callback with a 4xx: sending it again would not help."""
+
+
+class CallbackFailed(Exception):
+    """The callback could not be delivered within the retry budget."""
+
+
+class CallbackClient:
+    """Posts signed JSON; retries connection errors and 5xx with exponential backoff."""
+
+    def __init__(self, secret: str, retries: int | None = None, backoff: float = 0.5,
+                 max_backoff: float = 30.0, timeout: float = 30.0):
+        self.secret = secret
+        self.retries = retries if retries is not None else int(
+            os.environ.get("QUIRE_CALLBACK_RETRIES", "6"))
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._http = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def post_once(self, url: str, payload: dict[str, Any]) -> httpx.Response:
+        """One signed POST, no retry."""
+        body = encode(payload)
+        headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(body, self.secret)}
+        return self._http.post(url, content=body, headers=headers)
+
+    def post(self, url: str, payload: dict[str, Any]) -> int:
+        """Deliver a payload; the same body may arrive more than once, which the receiver allows."""
+        last = "no attempt made"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff * 2 ** (attempt - 1), self.max_backoff))
+            try:
+                response = self.post_once(url, payload)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                log.warning("callback to %s failed (%s), attempt %d", url, last, attempt + 1)
+                continue
+            if response.status_code < 400:
+                return response.status_code
+            last = f"HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code < 500:
+                raise CallbackRejected(f"callback rejected with {last}")
+            log.warning("callback to %s failed (%s), attempt %d", url, last, attempt + 1)
+        raise CallbackFailed(f"callback to {url} failed after {self.retries + 1} attempts: {last}")
+
+
+class Heartbeat:
+    """A daemon thread posting a signed `{}` every interval while the run goes on."""
+
+    def __init__(self, client: CallbackClient, url: str, interval: float | None = None):
+        self.client = client
+        self.url = url
+        self.interval = interval if interval is not None else float(
+            os.environ.get("QUIRE_HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS))
+        self.sent = 0
+        self.last_status: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="quire-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
+
+    def _loop(self) -> None:
+        # The first beat goes out at once: it tells the orchestrator the job has started.
+        while not self._stop.is_set():
+            try:
+                self.last_status = self.client.post_once(self.url, {}).status_code
+                self.sent += 1
+            except httpx.HTTPError as exc:
+                # A missed beat is harmless; the lease outlives several intervals.
+                log.warning("heartbeat to %s failed: %s", self.url, exc)
+            self._stop.wait(self.interval)

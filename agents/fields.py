@@ -1,0 +1,191 @@
+"""The field schema per document type, the extraction result types and value validation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agents.dates import is_iso_date
+
+# Field name -> kind, per document type, exactly as docs/CONTRACTS.md lists them.
+FIELD_SPECS: dict[str, dict[str, str]] = {
+    "invoice": {
+        "issuer": "text", "invoice_number": "text", "issue_date": "date", "due_date": "date",
+        "currency": "currency", "subtotal": "amount", "tax": "amount", "total": "amount",
+        "line_items": "line_items",
+    },
+    "contract": {
+        "parties": "text_list", "effective_date": "date", "term_months": "integer",
+        "governing_law": "text", "total_value": "amount", "currency": "currency",
+    },
+    "financial_statement": {
+        "company": "text", "period_end": "date", "currency": "currency", "revenue": "amount",
+        "net_income": "amount", "total_assets": "amount",
+    },
+    "other": {},
+}
+# Fields people look at first count double in the overall confidence.
+_KEY_FIELDS = {
+    "issuer", "invoice_number", "issue_date", "total",
+    "parties", "effective_date",
+    "company", "period_end", "revenue",
+}
+LINE_ITEM_KEYS = ("description", "quantity", "unit_price", "amount")
+_CURRENCY_CODE = re.compile(r"[A-Z]{3}")
+
+
+@dataclass
+class FieldValue:
+    """One extracted value and how sure the extractor is of it (0 when not found)."""
+
+    value: Any = None
+    confidence: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "confidence": round(float(self.confidence), 3)}
+
+
+@dataclass
+class Usage:
+    """Tokens and LLM cost spent by a run so far; kept even when the run fails."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_cost_usd: float = 0.0
+    estimated: bool = False
+
+    def add(self, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+        self.input_tokens += int(input_tokens)
+        self.output_tokens += int(output_tokens)
+        self.llm_cost_usd += float(cost_usd)
+
+
+@dataclass
+class Extraction:
+    """What an extractor produced for one document."""
+
+    document_type: str
+    fields: dict[str, FieldValue]
+    confidence: float
+    extractor: str
+    model: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def result(self, pages: int) -> dict[str, Any]:
+        """The `result` object of the callback payload (docs/CONTRACTS.md)."""
+        return {
+            "document_type": self.document_type,
+            "extractor": self.extractor,
+            "model": self.model,
+            "pages": pages,
+            "fields": {name: fv.as_dict() for name, fv in self.fields.items()},
+        }
+
+
+class Extractor(Protocol):
+    """Turns a read, classified document into an Extraction, adding what it spends to `usage`."""
+
+    name: str
+
+    def extract(self, document: Any, classification: Any, usage: Usage,
+                tracer: Any) -> Extraction: ...
+
+
+def empty_fields(document_type: str) -> dict[str, FieldValue]:
+    """Every field of a type, not found."""
+    return {name: FieldValue() for name in FIELD_SPECS[document_type]}
+
+
+def overall_confidence(fields: dict[str, FieldValue], classification_confidence: float) -> float:
+    """Weighted mean of field confidences (missing fields count 0), tempered by the class."""
+    if not fields:
+        return round(classification_confidence, 3)
+    weights = {name: 2.0 if name in _KEY_FIELDS else 1.0 for name in fields}
+    mean = sum(fields[n].confidence * w for n, w in weights.items()) / sum(weights.values())
+    return round(mean * (0.6 + 0.4 * classification_confidence), 3)
+
+
+def validate_value(kind: str, value: Any) -> Any:
+    """The value normalised to its kind's JSON type, or ValueError saying what is wrong."""
+    if value is None:
+        return None
+    if kind == "text":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {type(value).__name__}")
+        return value.strip() or None
+    if kind == "date":
+        if not is_iso_date(value):
+            raise ValueError(f"expected an ISO date YYYY-MM-DD, got {value!r}")
+        return value
+    if kind == "amount":
+        return _number(value)
+    if kind == "integer":
+        number = _number(value)
+        if number != int(number):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        return int(number)
+    if kind == "currency":
+        if not isinstance(value, str) or not _CURRENCY_CODE.fullmatch(value.strip()):
+            raise ValueError(f"expected an ISO 4217 code such as EUR, got {value!r}")
+        return value.strip()
+    if kind == "text_list":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of strings")
+        return [v.strip() for v in value if v.strip()] or None
+    if kind == "line_items":
+        return _line_items(value)
+    raise ValueError(f"unknown field kind {kind}")
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a JSON number, got {value!r}")
+    return float(value)
+
+
+def _line_items(value: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(value, list):
+        raise ValueError("expected a list of line item objects")
+    items = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ValueError(f"line item {index} is not an object")
+        clean: dict[str, Any] = {}
+        for key in LINE_ITEM_KEYS:
+            raw = item.get(key)
+            try:
+                clean[key] = validate_value("text" if key == "description" else "amount", raw)
+            except ValueError as exc:
+                raise ValueError(f"line item {index} {key}: {exc}") from None
+        items.append(clean)
+    return items or None
+
+
+def validate_fields(document_type: str, raw_fields: Any) -> tuple[dict[str, FieldValue], list[str]]:
+    """Fields of `document_type` read from a model's JSON, and the problems found in it."""
+    problems: list[str] = []
+    fields = empty_fields(document_type)
+    if not isinstance(raw_fields, dict):
+        return fields, ["'fields' must be an object"]
+    for name, kind in FIELD_SPECS[document_type].items():
+        entry = raw_fields.get(name)
+        if entry is None:
+            continue
+        # Accept both {"value": v, "confidence": c} and a bare value.
+        if isinstance(entry, dict) and "value" in entry:
+            raw, conf = entry.get("value"), entry.get("confidence", 0.8)
+        else:
+            raw, conf = entry, 0.8
+        try:
+            value = validate_value(kind, raw)
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1:
+            problems.append(f"{name}: confidence must be a number between 0 and 1")
+            continue
+        fields[name] = FieldValue(value, float(conf) if value is not None else 0.0)
+    return fields, problems

@@ -1,0 +1,66 @@
+"""The offline extractor: deterministic rules, no network, token use estimated from the text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.classify import Classification
+from agents.fields import Extraction, FieldValue, Usage, empty_fields, overall_confidence
+from agents.layout import DocView
+from agents.pdf import Document
+from agents.prompt import build_messages, chunk_pages, estimate_json, estimate_messages
+from agents.rules_contract import extract_contract
+from agents.rules_financial import extract_financial
+from agents.rules_invoice import extract_invoice
+from agents.tracing import cost_of, record_usage
+
+_RULES = {
+    "invoice": extract_invoice,
+    "contract": extract_contract,
+    "financial_statement": extract_financial,
+}
+
+
+def estimate_usage(document: Document, type_hint: str | None, answer: Any) -> tuple[int, int]:
+    """Tokens the LLM extractor would have used: its prompts for every chunk, and the answer."""
+    chunks = chunk_pages(document.pages)
+    input_tokens = sum(
+        estimate_messages(build_messages(chunk, document.page_count, i, len(chunks),
+                                         type_hint, type_hint if i else None))
+        for i, chunk in enumerate(chunks)
+    )
+    return input_tokens, estimate_json(answer)
+
+
+class OfflineExtractor:
+    """Rule-based extraction for layouts never seen before, in en/it/fr/de."""
+
+    name = "offline"
+
+    def extract(self, document: Document, classification: Classification, usage: Usage,
+                tracer: Any) -> Extraction:
+        doc_type = classification.document_type
+        inputs = {"extractor": self.name, "document_type": doc_type}
+        with tracer.span("extract", "PARSER", inputs) as span:
+            view = DocView.of(document.pages)
+            rules = _RULES.get(doc_type)
+            fields: dict[str, FieldValue] = rules(view) if rules else empty_fields(doc_type)
+            answer = {"document_type": doc_type,
+                      "fields": {n: fv.as_dict() for n, fv in fields.items()}}
+            input_tokens, output_tokens = estimate_usage(document, doc_type, answer)
+            input_cost, output_cost = cost_of(input_tokens, output_tokens)
+            usage.add(input_tokens, output_tokens, input_cost + output_cost)
+            usage.estimated = True
+            record_usage(span, input_tokens, output_tokens, input_cost, output_cost,
+                         estimated=True)
+            extraction = Extraction(
+                document_type=doc_type,
+                fields=fields,
+                confidence=overall_confidence(fields, classification.confidence),
+                extractor=self.name,
+                model=None,
+                usage=usage,
+            )
+            span.set_outputs({"fields_found": sum(fv.value is not None for fv in fields.values()),
+                              "confidence": extraction.confidence})
+        return extraction

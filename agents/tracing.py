@@ -1,0 +1,152 @@
+"""MLflow tracing of an agent run, or a no-op tracer when no tracking URI is configured."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "quire"
+USAGE_ATTRIBUTE = "mlflow.chat.tokenUsage"
+COST_ATTRIBUTE = "mlflow.llm.cost"
+MODEL_ATTRIBUTE = "mlflow.llm.model"
+
+
+class NullSpan:
+    """Accepts everything a span accepts and keeps nothing."""
+
+    trace_id = None
+
+    def set_inputs(self, inputs: Any) -> None:
+        pass
+
+    def set_outputs(self, outputs: Any) -> None:
+        pass
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        pass
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        pass
+
+
+class Tracer:
+    """Opens spans for one run; `trace_id` is set once the root span starts (None when off)."""
+
+    def __init__(self, mlflow_module: Any = None):
+        self._mlflow = mlflow_module
+        self.trace_id: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._mlflow is not None
+
+    @classmethod
+    def from_env(cls) -> Tracer:
+        """Trace to MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME, or not at all when unset."""
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:
+            return cls()
+        if not _database_reachable(uri):
+            # MLflow would retry an unreachable database for minutes before giving up.
+            log.warning("MLflow tracing disabled: tracking database not reachable")
+            return cls()
+        # Export each trace as its span ends, so a short-lived job loses nothing at exit.
+        os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        try:
+            import mlflow
+
+            mlflow.set_tracking_uri(uri)
+            mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
+        except Exception as exc:  # tracing must never cost the extraction itself
+            log.warning("MLflow tracing disabled: %s", exc)
+            return cls()
+        return cls(mlflow)
+
+    @contextlib.contextmanager
+    def run(self, name: str, inputs: dict[str, Any], tags: dict[str, str]) -> Iterator[Any]:
+        """The root span of a run; its trace id becomes `self.trace_id`."""
+        if not self.enabled:
+            yield NullSpan()
+            return
+        with self._mlflow.start_span(name=name, span_type="AGENT") as span:
+            self.trace_id = span.trace_id
+            span.set_inputs(inputs)
+            try:
+                self._mlflow.update_current_trace(tags=tags)
+            except Exception as exc:
+                log.debug("could not tag trace: %s", exc)
+            yield span
+
+    @contextlib.contextmanager
+    def span(self, name: str, span_type: str = "CHAIN",
+             inputs: dict[str, Any] | None = None) -> Iterator[Any]:
+        """A child span (types: PARSER, CHAIN, CHAT_MODEL, ...)."""
+        if not self.enabled:
+            yield NullSpan()
+            return
+        with self._mlflow.start_span(name=name, span_type=span_type) as span:
+            if inputs is not None:
+                span.set_inputs(inputs)
+            yield span
+
+    def flush(self) -> None:
+        """Wait until every finished trace is exported."""
+        if not self.enabled:
+            return
+        try:
+            self._mlflow.flush_trace_async_logging(terminate=False)
+        except Exception as exc:
+            log.warning("could not flush MLflow traces: %s", exc)
+
+
+def _database_reachable(uri: str, timeout: float = 3.0) -> bool:
+    """For database tracking URIs, whether the server accepts a TCP connection."""
+    parsed = urlsplit(uri)
+    scheme = parsed.scheme.split("+")[0]
+    ports = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+    if scheme not in ports or not parsed.hostname:
+        return True  # file stores, sqlite, http(s) and databricks are checked by MLflow itself
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port or ports[scheme]), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def record_usage(span: Any, input_tokens: int, output_tokens: int, input_cost: float,
+                 output_cost: float, model: str | None = None, estimated: bool = False) -> None:
+    """Token usage and cost on a span, in the attributes MLflow sums into the trace's totals."""
+    span.set_attribute(USAGE_ATTRIBUTE, {
+        "input_tokens": int(input_tokens),
+        "output_tokens": int(output_tokens),
+        "total_tokens": int(input_tokens) + int(output_tokens),
+    })
+    span.set_attribute(COST_ATTRIBUTE, {
+        "input_cost": float(input_cost),
+        "output_cost": float(output_cost),
+        "total_cost": float(input_cost) + float(output_cost),
+    })
+    span.set_attribute("quire.llm_cost_usd", float(input_cost) + float(output_cost))
+    span.set_attribute("quire.tokens_estimated", bool(estimated))
+    if model:
+        span.set_attribute(MODEL_ATTRIBUTE, model)
+
+
+def prices() -> tuple[float, float]:
+    """USD per million input and output tokens from QUIRE_LLM_PRICE_*_PER_MTOK (0 when unset)."""
+    def read(name: str) -> float:
+        raw = os.environ.get(name, "").strip()
+        return float(raw) if raw else 0.0
+    return read("QUIRE_LLM_PRICE_INPUT_PER_MTOK"), read("QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
+
+
+def cost_of(input_tokens: int, output_tokens: int) -> tuple[float, float]:
+    """Input and output cost in USD at the configured prices."""
+    price_in, price_out = prices()
+    return input_tokens * price_in / 1e6, output_tokens * price_out / 1e6
