@@ -1,0 +1,69 @@
+"""A PDF submitted with `quire submit` is extracted by a `quire worker` process end to end."""
+
+from __future__ import annotations
+
+import re
+import signal
+
+import pytest
+
+from schema import db, queue
+from tests.worker_helpers import (Proc, free_port, make_invoice_pdf, quire, quire_env, wait_for_http,
+                                  wait_until)
+from worker.tracking import tracking_uri_beside
+
+
+@pytest.mark.slow
+def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn, tmp_path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = quire_env(db_dsn, tmp_path, public_url=base, compute_rate_usd_per_hour=3.6, poll_seconds=60)
+    server = Proc.callback_server(env, tmp_path, port)
+    worker = None
+    try:
+        wait_for_http(f"{base}/healthz")
+        pdf = make_invoice_pdf(tmp_path / "in" / "invoice-0042.pdf")
+        submitted = quire("submit", str(pdf), "--customer", "acme", "--priority", "5", env=env, cwd=tmp_path)
+        assert submitted.returncode == 0, submitted.stderr
+        task_id = int(re.match(r"task (\d+):", submitted.stdout).group(1))
+        worker = Proc.worker(env, tmp_path)
+        with db.connect(db_dsn) as conn:
+            def finished():
+                task = queue.get_task(conn, task_id)
+                # Compute is recorded once the process has exited, just after its callback.
+                return task.status.value == "failed" or (
+                    task.status.value == "completed" and task.attempts[-1].compute_seconds is not None)
+
+            wait_until(finished, timeout=90, interval=0.1, message="the task to finish")
+            task = queue.get_task(conn, task_id)
+        assert task.status.value == "completed", (task.error, worker.log_text()[-3000:])
+        assert task.customer == "acme" and task.pages == 1
+        fields = task.result["fields"]
+        assert task.result["document_type"] == "invoice"
+        assert fields["invoice_number"]["value"] == "INV-2024-0042"
+        assert fields["total"]["value"] == 1200.0 and fields["currency"]["value"] == "GBP"
+        assert 0 < task.confidence <= 1
+        [attempt] = task.attempts
+        assert attempt.status.value == "completed" and attempt.executor == "local"
+        assert attempt.callbacks_received >= 1  # it came through the signed HTTP callback
+        assert attempt.input_tokens > 0 and attempt.output_tokens > 0 and attempt.llm_cost_usd is not None
+        assert attempt.compute_seconds > 0 and attempt.compute_cost_usd > 0
+        assert attempt.pid and attempt.trace_id
+
+        from mlflow.tracking import MlflowClient
+
+        trace = MlflowClient(tracking_uri_beside(db_dsn)).get_trace(attempt.trace_id, display=False)
+        assert trace is not None
+        assert trace.info.token_usage["input_tokens"] == attempt.input_tokens
+        assert trace.info.token_usage["output_tokens"] == attempt.output_tokens
+
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+        events = worker.events()
+        for entity, event in [("worker", "started"), ("task", "claimed"), ("attempt", "started"),
+                              ("attempt", "ended"), ("worker", "stopped")]:
+            assert any(e["entity"] == entity and e["event"] == event for e in events), (entity, event)
+    finally:
+        server.stop()
+        if worker is not None:
+            worker.stop()

@@ -1,0 +1,220 @@
+"""The worker daemon: starts, supervises and stops the claim loop, heartbeats, sweeper and cost reconciler."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import secrets
+import signal
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from schema import db, queue
+from schema.settings import Settings
+from worker import logs
+from worker.claimer import Claimer, ClaimerConfig, wants_claim
+from worker.costs import CostConfig, CostReconciler
+from worker.executors import LocalConfig, build_executors
+from worker.heartbeats import Heartbeats
+from worker.listener import Listener
+from worker.runs import RunTable, RunTableConfig
+from worker.sweeper import Sweeper, SweeperConfig
+from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
+from worker.wakeup import Wakeup, pause
+
+# Threads for the blocking schema calls: one per service plus room for shutdown work.
+THREADS = 6
+
+
+def default_worker_id() -> str:
+    """host-pid-random: unique across replicas and restarts, readable in the attempts table."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+class WorkerDaemon:
+    """Runs one worker inside an asyncio loop until its stop event is set.
+
+    WorkerDaemon(settings, dsn, *, worker_id=None, concurrency=None, callback_base_url=None):
+      settings           schema.settings.Settings (grace, sweep and reconcile intervals, rates, ...)
+      dsn                the queue's database, already migrated (schema.bootstrap.prepare_database)
+      worker_id          how attempts name this worker; default QUIRE_WORKER_ID or host-pid-random
+      concurrency        local runs at once; default QUIRE_WORKER_CONCURRENCY or the CPU count
+      callback_base_url  where agents report (the app's URL); default QUIRE_PUBLIC_URL; when
+                         unset, local runs hand their report to the worker, which applies it itself
+
+    Co-hosting in another asyncio program (the app does this unless QUIRE_WORKER=off):
+        stop = asyncio.Event()
+        task = asyncio.create_task(WorkerDaemon(settings, dsn).run(stop))
+        ...
+        stop.set(); await task   # stops claiming, lets runs finish within the grace, hands back the rest
+    Schema calls run in the daemon's own threads over its own connection pool; the LISTEN
+    connection is a separate async connection.
+    """
+
+    def __init__(self, settings: Settings, dsn: str, *, worker_id: str | None = None,
+                 concurrency: int | None = None, callback_base_url: str | None = None):
+        self.settings = settings
+        self.dsn = dsn
+        self.worker_id = worker_id or settings.worker_id or default_worker_id()
+        self.concurrency = concurrency or settings.worker_concurrency or os.cpu_count() or 1
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.callback_base_url = callback_base_url or settings.public_url
+        self.grace_seconds = settings.shutdown_grace_seconds
+        self.table: RunTable | None = None
+        self.listener: Listener | None = None
+        self._hurry = asyncio.Event()
+
+    def hurry(self) -> None:
+        """Cuts the shutdown grace short: runs still in flight are handed back at once."""
+        self._hurry.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Works until `stop` is set, then shuts down gracefully; returns when everything stopped."""
+        loop = asyncio.get_running_loop()
+        threads = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="quire-worker")
+
+        def call(fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+            """Runs a blocking function in the daemon's threads."""
+            return loop.run_in_executor(threads, functools.partial(fn, *args))
+
+        queue.set_backoff(self.settings.backoff_base_seconds, self.settings.backoff_cap_seconds)
+        pool = db.make_pool(self.dsn, min_size=1, max_size=THREADS, name=f"quire-worker-{self.worker_id}")
+        try:
+            tracking_uri, store_setup = await self._tracking(call)
+        except BaseException:  # cancelled while starting: release what was opened
+            pool.close()
+            threads.shutdown(wait=False, cancel_futures=True)
+            raise
+        executors = build_executors(LocalConfig(runs_dir=self.settings.data_dir / "runs",
+                                                tracking_uri=tracking_uri))
+        claim_wake, beat_wake, drained = Wakeup(loop), Wakeup(loop), Wakeup(loop)
+
+        def settled() -> None:
+            """A run ended: there is room to claim, and perhaps nothing left to drain."""
+            claim_wake.set()
+            drained.set()
+
+        self.table = table = RunTable(pool, executors, RunTableConfig(
+            worker_id=self.worker_id, callback_base_url=self.callback_base_url,
+            compute_rate_usd_per_hour=self.settings.compute_rate_usd_per_hour), on_exit=beat_wake.set)
+        claimer = Claimer(table, executors, ClaimerConfig(concurrency=self.concurrency,
+                                                          poll_seconds=self.settings.poll_seconds))
+        heartbeats = Heartbeats(table, on_settled=settled)
+        sweeper = Sweeper(pool, self.worker_id, SweeperConfig(interval_seconds=self.settings.sweep_seconds))
+        costs = CostReconciler(pool, self.worker_id, tracking_uri,
+                               CostConfig(interval_seconds=self.settings.reconcile_seconds))
+        self.listener = Listener(self.dsn, lambda events: claim_wake.set() if wants_claim(events) else None,
+                                 worker_id=self.worker_id, on_reconnect=claim_wake.set)
+        logs.change("worker", "started", worker=self.worker_id, concurrency=self.concurrency,
+                    callback_base_url=self.callback_base_url, tracking=bool(tracking_uri),
+                    executors=sorted(executors))
+
+        claim_stop, services_stop = asyncio.Event(), asyncio.Event()
+        services: dict[str, Callable[[], Any]] = {
+            "claimer": lambda: claimer.loop(claim_stop, claim_wake, call),
+            "heartbeats": lambda: heartbeats.loop(services_stop, beat_wake, call),
+            "sweeper": lambda: sweeper.loop(services_stop, call),
+            "costs": lambda: costs.loop(services_stop, call),
+            "listener": lambda: self.listener.run(services_stop),
+        }
+        tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
+        try:
+            await self._supervise(stop, tasks, services)
+            claimer.paused = True
+            claim_stop.set()
+            await asyncio.gather(tasks.pop("claimer"), return_exceptions=True)
+            await self._drain(table, drained)
+            handed = await call(table.hand_back_all)
+            logs.change("worker", "drained", worker=self.worker_id, handed_back=handed)
+        finally:
+            services_stop.set()
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            if store_setup is not None:
+                await asyncio.gather(store_setup, return_exceptions=True)
+            await call(pool.close)
+            for executor in executors.values():
+                executor.close()
+            threads.shutdown(wait=False, cancel_futures=True)
+            logs.change("worker", "stopped", worker=self.worker_id)
+
+    async def _tracking(self, call) -> tuple[str | None, asyncio.Future | None]:
+        """The tracking URI agents get, and the set-up of its store if that goes on in the background.
+
+        The first time, MLflow's tables are made before any agent runs (agents starting together
+        would race through MLflow's migrations); afterwards the set-up (which only checks the
+        experiment) runs beside the work, so a worker starts claiming in well under a second.
+        """
+        try:
+            uri, ours = await call(locate_tracking, self.dsn, self.settings.mlflow_tracking_uri)
+            if not ours:
+                return uri, None
+            setup = call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
+                                           artifact_root=self.settings.data_dir / "mlflow-artifacts"))
+            if await call(tracking_store_ready, self.dsn):
+                return uri, setup
+            return (uri if await setup else None), None
+        except Exception as exc:  # tracing is optional, the work is not
+            logs.problem("locate MLflow tracking", exc, worker=self.worker_id)
+            return None, None
+
+    async def _supervise(self, stop: asyncio.Event, tasks: dict[str, asyncio.Task],
+                         services: dict[str, Callable[[], Any]]) -> None:
+        """Waits for the stop event; a service that ends on its own is logged and started again."""
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                await asyncio.wait([stopping, *tasks.values()], return_when=asyncio.FIRST_COMPLETED)
+                for name, task in list(tasks.items()):
+                    if task.done() and not stop.is_set():
+                        error = task.exception() if not task.cancelled() else None
+                        logs.problem(f"service {name}", error or "ended", worker=self.worker_id)
+                        tasks[name] = asyncio.create_task(services[name](), name=f"quire-{name}")
+        finally:
+            stopping.cancel()
+
+    async def _drain(self, table: RunTable, drained: Wakeup) -> None:
+        """Lets runs in flight finish within the grace period (heartbeats keep their leases)."""
+        logs.change("worker", "stopping", worker=self.worker_id, in_flight=len(table),
+                    grace_seconds=self.grace_seconds)
+        deadline = asyncio.get_running_loop().time() + self.grace_seconds
+        while len(table) and not self._hurry.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            await pause(self._hurry, min(left, 1.0), drained)
+
+
+def run_worker(settings: Settings, dsn: str, *, concurrency: int | None = None) -> int:
+    """`quire worker`: runs a daemon until SIGTERM or SIGINT (a second one hurries it); returns 0."""
+    logs.configure_stderr_logging()
+    early: list[int] = []
+    # A signal that arrives before the loop runs is remembered, not fatal: the worker then stops
+    # at once, having claimed nothing.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: early.append(signum))
+
+    async def main() -> None:
+        """Runs one daemon with SIGTERM and SIGINT wired to its stop event."""
+        stop = asyncio.Event()
+        daemon = WorkerDaemon(settings, dsn, concurrency=concurrency)
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            """First signal: stop gracefully; a second: hand back at once."""
+            if stop.is_set():
+                daemon.hurry()
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        if early:
+            stop.set()
+        await daemon.run(stop)
+
+    asyncio.run(main())
+    return 0

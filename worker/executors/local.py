@@ -1,0 +1,183 @@
+"""Runs an attempt as a local `python -m agents run` process in its own process group."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
+
+# Never handed to an agent process: it reports through its own per-attempt secret only.
+WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPERATOR_TOKEN",
+                          "QUIRE_CALLBACK_SECRET"})
+# The agent's exit code for a document it can never read (docs/CONTRACTS.md).
+EXIT_DOCUMENT_ERROR = 2
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """Where runs keep their scratch files, where they trace, and how much stderr to keep."""
+
+    runs_dir: Path
+    tracking_uri: str | None = None
+    experiment: str = "quire"
+    python: str = sys.executable
+    stderr_tail_chars: int = 2000
+
+    def __post_init__(self):
+        if self.stderr_tail_chars < 0:
+            raise ValueError("stderr_tail_chars must not be negative")
+
+
+@dataclass
+class LocalHandle(Handle):
+    """A running agent process and what its reaper thread learned when it ended."""
+
+    process: subprocess.Popen | None = None
+    run_dir: Path | None = None
+    out_path: Path | None = None
+    started: float = 0.0
+    done: threading.Event = field(default_factory=threading.Event)
+    exit_code: int | None = None
+    wall_seconds: float | None = None
+    cpu_seconds: float | None = None
+
+
+def _project_root() -> str | None:
+    """The directory the agents package is imported from."""
+    spec = importlib.util.find_spec("agents")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(list(spec.submodule_search_locations)[0]).resolve().parent)
+
+
+class LocalExecutor(Executor):
+    """Agent processes on this machine: pid, wall and CPU time recorded; cancel kills the group."""
+
+    name = "local"
+    local = True
+    billed_by_time = True
+
+    def __init__(self, config: LocalConfig):
+        self.config = config
+
+    def _argv(self, launch: Launch, out_path: Path | None) -> list[str]:
+        """The agent command line; never a secret in it."""
+        argv = [self.config.python, "-m", "agents", "run", "--document", launch.task.document_uri,
+                "--attempt-id", str(launch.attempt_id)]
+        if launch.callback_url:
+            argv += ["--callback-url", launch.callback_url]
+        if launch.heartbeat_url:
+            argv += ["--heartbeat-url", launch.heartbeat_url]
+        if out_path is not None:
+            argv += ["--out", str(out_path)]
+        extractor = (launch.agent.settings or {}).get("extractor")
+        if extractor:
+            argv += ["--extractor", str(extractor)]
+        return argv
+
+    def _env(self, launch: Launch) -> dict[str, str]:
+        """The agent's environment: its secret and tracking URI in, the worker's keys out."""
+        env = {k: v for k, v in os.environ.items() if k not in WITHHELD_ENV}
+        env["QUIRE_CALLBACK_SECRET"] = launch.secret
+        # The agent's own heartbeats keep its lease if this worker dies before it does.
+        env["QUIRE_HEARTBEAT_SECONDS"] = f"{max(1.0, launch.agent.lease_seconds / 3):g}"
+        if self.config.tracking_uri:
+            env["MLFLOW_TRACKING_URI"] = self.config.tracking_uri
+            env.setdefault("MLFLOW_EXPERIMENT_NAME", self.config.experiment)
+        root = _project_root()
+        if root:
+            # The agent must import from the same tree as this worker, whatever its working dir.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        return env
+
+    def start(self, launch: Launch, on_exit: OnExit) -> LocalHandle:
+        run_dir = self.config.runs_dir / f"attempt-{launch.attempt_id}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        # The agent also writes its report to a file: the worker applies it itself when the agent
+        # has no callback URL, or could not deliver its callback before it exited.
+        out_path = run_dir / "report.json"
+        with open(run_dir / "stdout.log", "wb") as stdout, open(run_dir / "stderr.log", "wb") as stderr:
+            process = subprocess.Popen(
+                self._argv(launch, out_path), cwd=run_dir, env=self._env(launch),
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                start_new_session=True)  # its own process group: a kill takes its children too
+        handle = LocalHandle(attempt_id=launch.attempt_id, pid=process.pid, process=process,
+                             run_dir=run_dir, out_path=out_path, started=time.monotonic())
+        threading.Thread(target=self._reap, args=(handle, on_exit), daemon=True,
+                         name=f"quire-attempt-{launch.attempt_id}").start()
+        return handle
+
+    def _reap(self, handle: LocalHandle, on_exit: OnExit) -> None:
+        """Waits for the process in a thread and records its exit and resource usage."""
+        # wait4 gives the child's own resource usage, which Popen.wait does not.
+        _, status, usage = os.wait4(handle.pid, 0)
+        handle.wall_seconds = time.monotonic() - handle.started
+        handle.cpu_seconds = usage.ru_utime + usage.ru_stime
+        handle.exit_code = os.waitstatus_to_exitcode(status)
+        handle.process.returncode = handle.exit_code
+        handle.done.set()
+        on_exit()
+
+    def is_alive(self, handle: LocalHandle) -> bool:
+        return not handle.done.is_set()
+
+    def _signal(self, handle: LocalHandle, sig: int) -> None:
+        """Signals the run's process group, unless it already ended."""
+        if handle.done.is_set():
+            return
+        try:
+            os.killpg(handle.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, handle: LocalHandle) -> None:
+        self._signal(handle, signal.SIGTERM)
+
+    def kill(self, handle: LocalHandle) -> None:
+        self._signal(handle, signal.SIGKILL)
+
+    def wait(self, handle: LocalHandle, timeout: float) -> bool:
+        """Waits for the process to end; True if it did."""
+        return handle.done.wait(timeout)
+
+    def exit(self, handle: LocalHandle) -> Exit:
+        report = None
+        if handle.out_path is not None and handle.out_path.exists():
+            try:
+                report = json.loads(handle.out_path.read_text())
+            except (OSError, ValueError):
+                report = None
+        tail = self._stderr_tail(handle)
+        code = handle.exit_code
+        if code is not None and code < 0:
+            error = f"agent process killed by signal {-code}"
+        else:
+            error = f"agent process exited with code {code} without reporting"
+        if tail:
+            error += f"; stderr: {tail}"
+        shutil.rmtree(handle.run_dir, ignore_errors=True)
+        return Exit(exit_code=code, error=error, retryable=code != EXIT_DOCUMENT_ERROR,
+                    report=report if isinstance(report, dict) else None,
+                    wall_seconds=handle.wall_seconds, cpu_seconds=handle.cpu_seconds)
+
+    def _stderr_tail(self, handle: LocalHandle) -> str:
+        """The end of the run's stderr, for the failure it may explain."""
+        limit = self.config.stderr_tail_chars
+        try:
+            with open(handle.run_dir / "stderr.log", "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - limit))
+                return f.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""

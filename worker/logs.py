@@ -1,0 +1,68 @@
+"""One JSON log line per state change the worker causes (task, attempt, agent, worker)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+log = logging.getLogger("quire.worker")
+
+ENTITIES = frozenset({"task", "attempt", "agent", "worker"})
+
+
+def _default(value: Any) -> Any:
+    """JSON for values json cannot write itself."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def change(entity: str, event: str, *, level: int = logging.INFO, **fields: Any) -> None:
+    """Logs one state change as a JSON object: ts, entity, event, then the given fields."""
+    if entity not in ENTITIES:
+        raise ValueError(f"unknown log entity {entity!r}")
+    record = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+              "entity": entity, "event": event}
+    record.update({k: v for k, v in fields.items() if v is not None})
+    log.log(level, json.dumps(record, default=_default, separators=(",", ":")))
+
+
+_last_problem: dict[tuple[str, str], float] = {}
+PROBLEM_REPEAT_SECONDS = 5.0
+
+
+def problem(what: str, exc: BaseException | str, **fields: Any) -> None:
+    """Logs a failure that changed nothing (a database outage, an executor error) as JSON.
+
+    The same kind of failure during the same activity is logged at most every few seconds, so an
+    outage does not flood the log with one line per run and tick.
+    """
+    key = (what, exc if isinstance(exc, str) else type(exc).__name__)
+    now = time.monotonic()
+    if now - _last_problem.get(key, -PROBLEM_REPEAT_SECONDS) < PROBLEM_REPEAT_SECONDS:
+        return
+    _last_problem[key] = now
+    record = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+              "entity": "worker", "event": "error", "during": what,
+              "error": exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}
+    record.update({k: v for k, v in fields.items() if v is not None})
+    log.warning(json.dumps(record, default=_default, separators=(",", ":")))
+
+
+def configure_stderr_logging(level: int = logging.INFO) -> None:
+    """Plain message lines on stderr for the worker's loggers, unless logging is already set up."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("quire")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+    # The pool warns at every failed reconnect; the worker logs outages itself, rate-limited.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)

@@ -1,0 +1,282 @@
+"""The attempts one worker runs: starting them, keeping their leases, settling how they ended."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from schema import queue
+from schema.errors import InvalidPayload, QuireError
+from schema.models import Agent, AttemptStatus, Claim
+from worker import logs
+from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
+
+# Attempt states in which nobody else has settled the attempt: the worker may report for it.
+REPORTABLE = frozenset({AttemptStatus.PROCESSING, AttemptStatus.LOST})
+
+
+@dataclass
+class Run:
+    """One attempt this worker started, watched until its executor says it ended."""
+
+    claim: Claim
+    agent: Agent
+    executor: Executor
+    handle: Handle
+    next_beat: float
+    stop_requested_at: float | None = None
+    kill_after: float | None = None
+    exit: Exit | None = None
+    handing_back: bool = False
+
+    @property
+    def attempt_id(self) -> int:
+        """The attempt this run belongs to."""
+        return self.claim.attempt_id
+
+
+@dataclass(frozen=True)
+class RunTableConfig:
+    """Where agents report, what compute costs, and how long a stopped run may take to end."""
+
+    worker_id: str
+    callback_base_url: str | None = None
+    compute_rate_usd_per_hour: float = 0.0
+    stop_grace_seconds: float = 5.0
+    reported_exit_grace_seconds: float = 30.0
+    db_timeout_seconds: float = 10.0
+
+    def __post_init__(self):
+        if not self.worker_id:
+            raise ValueError("worker_id must not be empty")
+        if self.compute_rate_usd_per_hour < 0 or self.stop_grace_seconds < 0:
+            raise ValueError("rates and grace periods must not be negative")
+
+
+def failure_report(error: str, *, retryable: bool) -> dict[str, Any]:
+    """A failed callback body the worker files on behalf of an attempt that could not report."""
+    return {"status": "failed", "error": (error or "attempt ended without reporting")[:4000],
+            "retryable": retryable, "result": None}
+
+
+class RunTable:
+    """Attempts in flight on this worker; safe to use from the service threads at once."""
+
+    def __init__(self, pool, executors: dict[str, Executor], config: RunTableConfig,
+                 on_exit: Callable[[], None] | None = None):
+        self.pool = pool
+        self.executors = executors
+        self.config = config
+        self._on_exit = on_exit or (lambda: None)
+        self._runs: dict[int, Run] = {}
+        self._lock = threading.Lock()
+
+    def connection(self):
+        """A pooled connection, waiting at most the configured time for one."""
+        return self.pool.connection(timeout=self.config.db_timeout_seconds)
+
+    # -- counting -------------------------------------------------------------------------------
+
+    def snapshot(self) -> list[Run]:
+        """The runs in flight now, as a list the caller may iterate freely."""
+        with self._lock:
+            return list(self._runs.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def count(self, *, local: bool) -> int:
+        """Runs that occupy a local slot (local=True) or run elsewhere (local=False)."""
+        with self._lock:
+            return sum(1 for r in self._runs.values() if r.executor.local == local)
+
+    # -- starting -------------------------------------------------------------------------------
+
+    def _urls(self, attempt_id: int) -> tuple[str | None, str | None]:
+        """The attempt's callback and heartbeat URLs, or None when agents report to the worker."""
+        base = self.config.callback_base_url
+        if not base:
+            return None, None
+        base = base.rstrip("/")
+        return f"{base}/api/callbacks/{attempt_id}", f"{base}/api/attempts/{attempt_id}/heartbeat"
+
+    def launch(self, claim: Claim, agent: Agent, executor: Executor) -> Run | None:
+        """Starts a claimed attempt; a start that fails is reported as the attempt's failure."""
+        callback_url, heartbeat_url = self._urls(claim.attempt_id)
+        launch = Launch(attempt_id=claim.attempt_id, task=claim.task, agent=agent,
+                        secret=claim.callback_secret, callback_url=callback_url,
+                        heartbeat_url=heartbeat_url)
+        try:
+            handle = executor.start(launch, self._on_exit)
+        except Exception as exc:  # any start failure ends this attempt, never the worker
+            retryable = exc.retryable if isinstance(exc, ExecutorError) else True
+            logs.change("attempt", "start_failed", attempt=claim.attempt_id, task=claim.task.id,
+                        agent=agent.name, executor=executor.name, error=str(exc), retryable=retryable)
+            self._report(claim.attempt_id, failure_report(f"could not start: {exc}", retryable=retryable))
+            return None
+        run = Run(claim=claim, agent=agent, executor=executor, handle=handle,
+                  next_beat=time.monotonic() + self._beat_interval(agent))
+        with self._lock:
+            self._runs[claim.attempt_id] = run
+        logs.change("attempt", "started", attempt=claim.attempt_id, task=claim.task.id, agent=agent.name,
+                    executor=executor.name, pid=handle.pid, job_run_id=handle.job_run_id,
+                    worker=self.config.worker_id)
+        try:
+            with self.connection() as conn:
+                queue.record_executor_info(conn, claim.attempt_id, pid=handle.pid,
+                                           job_run_id=handle.job_run_id, executor=executor.name)
+        except Exception as exc:  # bookkeeping only: the run goes on without it
+            logs.problem("record executor info", exc, attempt=claim.attempt_id)
+        if not executor.is_alive(handle):
+            self._on_exit()
+        return run
+
+    @staticmethod
+    def _beat_interval(agent: Agent) -> float:
+        """Seconds between heartbeats of a run of this agent."""
+        # Three heartbeats per lease: one lost or slow heartbeat does not lose the lease.
+        return max(0.2, agent.lease_seconds / 3)
+
+    # -- watching -------------------------------------------------------------------------------
+
+    def check(self, run: Run, *, beat_all: bool = False) -> bool:
+        """One look at a run: settle it if it ended, heartbeat it when due, enforce a stop.
+
+        Returns True when the run ended and was settled."""
+        if run.handing_back:  # shutdown owns it now: its end is not a failure to report
+            return False
+        now = time.monotonic()
+        due = beat_all or now >= run.next_beat
+        # Local runs are cheap to ask; remote ones are asked only when a heartbeat is due.
+        if (run.executor.local or due or run.exit is not None) and not self._alive(run):
+            self.settle(run)
+            return True
+        if run.kill_after is not None and now >= run.kill_after:
+            run.executor.kill(run.handle)
+            run.kill_after = None
+            logs.change("attempt", "killed", attempt=run.attempt_id, task=run.claim.task.id,
+                        worker=self.config.worker_id)
+        elif due and run.stop_requested_at is None:
+            run.next_beat = now + self._beat_interval(run.agent)
+            self.beat(run)
+        return False
+
+    def _alive(self, run: Run) -> bool:
+        """Whether the run may still report (False once it ended, even if not settled)."""
+        return run.exit is None and run.executor.is_alive(run.handle)
+
+    def beat(self, run: Run) -> None:
+        """Extends the run's lease; if the attempt is no longer live, stops the run."""
+        with self.connection() as conn:
+            if queue.heartbeat(conn, run.attempt_id):
+                return
+            attempt = queue.get_attempt(conn, run.attempt_id)
+        self.lease_lost(run, attempt.status)
+
+    def lease_lost(self, run: Run, status: AttemptStatus) -> None:
+        """Reacts to an attempt that lost its task: it reported, or was superseded, cancelled, swept."""
+        now = time.monotonic()
+        run.stop_requested_at = now
+        if status in (AttemptStatus.COMPLETED, AttemptStatus.FAILED):
+            # It reported by itself and is on its way out; kill it only if it lingers.
+            run.kill_after = now + self.config.reported_exit_grace_seconds
+            return
+        run.executor.stop(run.handle)
+        run.kill_after = now + self.config.stop_grace_seconds
+        logs.change("attempt", "stopping", attempt=run.attempt_id, task=run.claim.task.id,
+                    reason=status.value, worker=self.config.worker_id)
+
+    # -- ending ---------------------------------------------------------------------------------
+
+    def settle(self, run: Run) -> None:
+        """Records an ended run's compute and, if the attempt never reported, its outcome."""
+        if run.exit is None:
+            run.exit = run.executor.exit(run.handle)
+        exit = run.exit
+        with self.connection() as conn:
+            self._record_compute(conn, run, exit)
+            attempt = queue.get_attempt(conn, run.attempt_id)
+        outcome = None
+        if attempt.reported_status is None and attempt.status in REPORTABLE:
+            payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
+            outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
+        with self._lock:
+            self._runs.pop(run.attempt_id, None)
+        logs.change("attempt", "ended", attempt=run.attempt_id, task=run.claim.task.id,
+                    agent=run.agent.name, exit_code=exit.exit_code,
+                    wall_seconds=round(exit.wall_seconds, 3) if exit.wall_seconds is not None else None,
+                    cpu_seconds=round(exit.cpu_seconds, 3) if exit.cpu_seconds is not None else None,
+                    reported=attempt.reported_status or (outcome and "by worker"),
+                    worker=self.config.worker_id)
+
+    def _record_compute(self, conn, run: Run, exit: Exit) -> None:
+        """Stores the run's measured compute: wall seconds, cost by time, DBUs."""
+        if exit.wall_seconds is None and exit.dbus is None:
+            return
+        cost = None
+        if run.executor.billed_by_time and exit.wall_seconds is not None:
+            cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
+        queue.record_compute(conn, run.attempt_id, compute_seconds=exit.wall_seconds,
+                             compute_cost_usd=cost, dbus=exit.dbus)
+
+    def _report(self, attempt_id: int, payload: dict[str, Any], *, raise_db_errors: bool = False):
+        """Applies a report directly (the worker is trusted); an invalid one becomes a failure."""
+        try:
+            with self.connection() as conn:
+                try:
+                    outcome = queue.apply_callback(conn, attempt_id, payload)
+                except InvalidPayload as exc:
+                    outcome = queue.apply_callback(conn, attempt_id, failure_report(
+                        f"the agent's report is invalid: {exc}", retryable=False))
+        except QuireError as exc:
+            logs.problem("report attempt", exc, attempt=attempt_id)
+            return None
+        except Exception as exc:
+            if raise_db_errors:
+                raise
+            logs.problem("report attempt", exc, attempt=attempt_id)
+            return None
+        logs.change("attempt", "reported_by_worker", attempt=attempt_id, task=outcome.task_id,
+                    status=payload.get("status"), kind=outcome.kind.value,
+                    task_status=outcome.task_status.value, worker=self.config.worker_id)
+        if outcome.applied:
+            logs.change("task", outcome.task_status.value, task=outcome.task_id, attempt=attempt_id,
+                        worker=self.config.worker_id)
+        return outcome
+
+    # -- shutting down --------------------------------------------------------------------------
+
+    def hand_back_all(self, *, wait_seconds: float = 5.0) -> int:
+        """Ends every run still in flight and gives its task back to the queue at once."""
+        with self._lock:
+            runs = list(self._runs.values())
+            for run in runs:
+                run.handing_back = True
+        for run in runs:
+            run.executor.kill(run.handle)
+        deadline = time.monotonic() + wait_seconds
+        for run in runs:
+            # A killed local process is gone in milliseconds; waiting keeps a late report out.
+            if run.executor.local:
+                run.executor.wait(run.handle, max(0.0, deadline - time.monotonic()))
+        handed = 0
+        for run in runs:
+            try:
+                with self.connection() as conn:
+                    given = queue.hand_back(conn, run.attempt_id)
+            except Exception as exc:
+                logs.problem("hand back", exc, attempt=run.attempt_id)
+                continue
+            if given:
+                handed += 1
+                logs.change("task", "handed_back", task=run.claim.task.id, attempt=run.attempt_id,
+                            worker=self.config.worker_id)
+            try:
+                if not self._alive(run):
+                    self.settle(run)
+            except Exception as exc:
+                logs.problem("settle", exc, attempt=run.attempt_id)
+        return handed

@@ -1,0 +1,51 @@
+"""The sweeper: takes back tasks whose lease expired (their worker died or lost the database)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from schema import queue
+from worker import logs
+from worker.wakeup import pause
+
+
+@dataclass(frozen=True)
+class SweeperConfig:
+    """How often to sweep, and how many expired tasks one statement takes back."""
+
+    interval_seconds: float = 5.0
+    batch: int = 500
+
+    def __post_init__(self):
+        if self.interval_seconds <= 0 or self.batch < 1:
+            raise ValueError("interval_seconds must be positive and batch at least 1")
+
+
+class Sweeper:
+    """Runs `schema.queue.sweep`; any number of workers may sweep at once (SKIP LOCKED)."""
+
+    def __init__(self, pool, worker_id: str, config: SweeperConfig | None = None,
+                 db_timeout_seconds: float = 10.0):
+        self.pool = pool
+        self.worker_id = worker_id
+        self.config = config or SweeperConfig()
+        self.db_timeout_seconds = db_timeout_seconds
+
+    def run_once(self) -> int:
+        """One sweep; returns how many tasks it took back (re-enqueued or failed for good)."""
+        with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
+            swept = queue.sweep(conn, batch=self.config.batch)
+        if swept:
+            logs.change("task", "swept", count=swept, worker=self.worker_id)
+        return swept
+
+    async def loop(self, stop: asyncio.Event, run: Callable[..., Any] = asyncio.to_thread) -> None:
+        """Sweeps every interval until stopped."""
+        while not stop.is_set():
+            try:
+                await run(self.run_once)
+            except Exception as exc:
+                logs.problem("sweep", exc, worker=self.worker_id)
+            await pause(stop, self.config.interval_seconds)

@@ -1,0 +1,91 @@
+"""Where agents trace: MLflow, by default with its store in a database beside the queue's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from schema import db
+from schema.sql import q
+from worker import logs
+
+DEFAULT_DATABASE = "quire_mlflow"
+DEFAULT_EXPERIMENT = "quire"
+# Connection parameters that carry over from the queue's DSN to the MLflow database URL.
+_PASSED_ON = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name")
+
+
+def tracking_uri_beside(dsn: str, database: str = DEFAULT_DATABASE) -> str:
+    """The SQLAlchemy URL of `database` on the queue's server (a unix socket stays a socket)."""
+    from sqlalchemy.engine import URL
+
+    params = conninfo_to_dict(dsn)
+    host = params.get("host") or None
+    query = {k: params[k] for k in _PASSED_ON if params.get(k)}
+    if host and host.startswith("/"):
+        query["host"], host = host, None
+    port = params.get("port")
+    url = URL.create("postgresql+psycopg", username=params.get("user"), password=params.get("password"),
+                     host=host, port=int(port) if port else None, database=database, query=query)
+    return url.render_as_string(hide_password=False)
+
+
+def ensure_database(dsn: str, database: str = DEFAULT_DATABASE) -> bool:
+    """Creates `database` on the queue's server unless it exists; True if this call created it."""
+    with db.connect(dsn) as conn:
+        if conn.execute(q("database_exists_one"), {"name": database}).fetchone()["present"]:
+            return False
+        try:
+            conn.execute(sql.SQL(q("database_create")).format(name=sql.Identifier(database)))
+        except (pg_errors.DuplicateDatabase, pg_errors.UniqueViolation):  # another worker won the race
+            return False
+    return True
+
+
+def locate_tracking(dsn: str, configured_uri: str | None) -> tuple[str, bool]:
+    """The tracking URI agents get, and whether its store is ours to set up (beside the queue).
+
+    QUIRE_MLFLOW_TRACKING_URI (or MLFLOW_TRACKING_URI) is used as given; otherwise a database
+    `quire_mlflow` beside the queue's is created if it is missing.
+    """
+    uri = configured_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri, False
+    ensure_database(dsn)
+    return tracking_uri_beside(dsn), True
+
+
+def tracking_store_ready(dsn: str) -> bool:
+    """Whether MLflow has made its tables in the database beside the queue's."""
+    with db.connect(db.with_database(dsn, DEFAULT_DATABASE)) as conn:
+        return bool(conn.execute(q("tracking_store_present_one")).fetchone()["present"])
+
+
+def prepare_store(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None) -> bool:
+    """Makes MLflow's tables and the experiment in the database beside the queue's; False on failure.
+
+    Under an advisory lock, so that workers starting together do not race through MLflow's
+    migrations; the experiment's artifacts go under the data dir rather than the working dir.
+    """
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    try:
+        with db.connect(db.with_database(dsn, DEFAULT_DATABASE)) as lock_conn:
+            lock_conn.execute(q("tracking_lock_setup"))
+            try:
+                from mlflow.tracking import MlflowClient
+
+                client = MlflowClient(tracking_uri=uri)  # its first use creates MLflow's tables
+                if client.get_experiment_by_name(experiment) is None:
+                    artifact_root.mkdir(parents=True, exist_ok=True)
+                    client.create_experiment(experiment, artifact_location=artifact_root.resolve().as_uri())
+                    logs.change("worker", "tracking_prepared", experiment=experiment, worker=worker_id)
+            finally:
+                lock_conn.execute(q("tracking_unlock_setup"))
+    except Exception as exc:  # tracing is optional, the work is not
+        logs.problem("prepare MLflow tracking", exc, worker=worker_id)
+        return False
+    return True

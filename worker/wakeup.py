@@ -1,0 +1,42 @@
+"""A wake-up flag any thread may raise, and the pause every service loop takes between rounds."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Wakeup:
+    """An asyncio.Event bound to one loop that threads can set safely."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        self.loop = loop or asyncio.get_running_loop()
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        """Raises the flag; safe from any thread."""
+        try:
+            self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Waits until set or timed out; True if it was set, and then the flag is cleared."""
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self.event.clear()
+        return True
+
+
+async def pause(stop: asyncio.Event, seconds: float | None, wakeup: Wakeup | None = None) -> None:
+    """Returns after `seconds`, or earlier when woken or stopped."""
+    waits = [asyncio.ensure_future(stop.wait())]
+    if wakeup is not None:
+        waits.append(asyncio.ensure_future(wakeup.wait(None)))
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
