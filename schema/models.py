@@ -82,6 +82,7 @@ class Attempt:
     compute_cost_usd: Decimal | None
     dbus: Decimal | None
     compute_seconds: float | None
+    cpu_seconds: float | None
     usage_recorded_at: datetime | None
     reported_status: str | None
     callbacks_received: int

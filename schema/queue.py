@@ -402,11 +402,13 @@ def record_executor_info(conn: psycopg.Connection, attempt_id: int, *, pid: int 
 
 
 def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds: float | None = None,
-                   compute_cost_usd: float | None = None, dbus: float | None = None) -> None:
+                   cpu_seconds: float | None = None, compute_cost_usd: float | None = None,
+                   dbus: float | None = None) -> None:
     """Stores compute measured by the executor, apart from the LLM spend the agent reports."""
     with _tx(conn):
-        _rows(conn, "attempt_record_compute", {"attempt_id": attempt_id, "compute_seconds": compute_seconds,
-                                               "compute_cost_usd": compute_cost_usd, "dbus": dbus})
+        _rows(conn, "attempt_record_compute", {
+            "attempt_id": attempt_id, "compute_seconds": compute_seconds, "cpu_seconds": cpu_seconds,
+            "compute_cost_usd": compute_cost_usd, "dbus": dbus})
 
 
 def hand_back(conn: psycopg.Connection, attempt_id: int) -> bool:

@@ -188,7 +188,7 @@ def task_find_by_sha256(conn: psycopg.Connection, sha256s: list[str]) -> dict[st
 
 def bucket_for_span(start: datetime | None, end: datetime | None, *, max_buckets: int = 60) -> timedelta:
     """The smallest round bucket that splits the span into at most `max_buckets` parts."""
-    steps = [60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400]
+    steps = [10, 30, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400]
     span = (end - start).total_seconds() if start and end else 0
     for seconds in steps:
         if span / seconds <= max_buckets:

@@ -220,7 +220,7 @@ class RunTable:
         if run.executor.billed_by_time and exit.wall_seconds is not None:
             cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
         queue.record_compute(conn, run.attempt_id, compute_seconds=exit.wall_seconds,
-                             compute_cost_usd=cost, dbus=exit.dbus)
+                             cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus)
 
     def _report(self, attempt_id: int, payload: dict[str, Any], *, raise_db_errors: bool = False):
         """Applies a report directly (the worker is trusted); an invalid one becomes a failure."""

@@ -2,7 +2,7 @@
 -- One attempt by id (never its callback secret).
 SELECT id, task_id, attempt_no, agent, worker_id, executor, status, job_run_id, pid, trace_id,
        estimated_tokens, input_tokens, output_tokens, llm_cost_usd, compute_cost_usd, dbus,
-       compute_seconds, usage_recorded_at, reported_status, callbacks_received, started_at,
+       compute_seconds, cpu_seconds, usage_recorded_at, reported_status, callbacks_received, started_at,
        heartbeat_at, finished_at, error
 FROM task_attempts WHERE id = %(attempt_id)s;
 
@@ -10,7 +10,7 @@ FROM task_attempts WHERE id = %(attempt_id)s;
 -- Every attempt of a task, oldest first (never their callback secrets).
 SELECT id, task_id, attempt_no, agent, worker_id, executor, status, job_run_id, pid, trace_id,
        estimated_tokens, input_tokens, output_tokens, llm_cost_usd, compute_cost_usd, dbus,
-       compute_seconds, usage_recorded_at, reported_status, callbacks_received, started_at,
+       compute_seconds, cpu_seconds, usage_recorded_at, reported_status, callbacks_received, started_at,
        heartbeat_at, finished_at, error
 FROM task_attempts WHERE task_id = %(task_id)s ORDER BY attempt_no;
 
@@ -51,6 +51,7 @@ WHERE id = %(attempt_id)s;
 -- Compute measured by the executor (wall and CPU seconds, cost, DBUs), kept apart from LLM spend.
 UPDATE task_attempts SET
     compute_seconds = coalesce(%(compute_seconds)s, compute_seconds),
+    cpu_seconds = coalesce(%(cpu_seconds)s, cpu_seconds),
     compute_cost_usd = coalesce(%(compute_cost_usd)s, compute_cost_usd),
     dbus = coalesce(%(dbus)s, dbus)
 WHERE id = %(attempt_id)s;

@@ -146,7 +146,8 @@ ORDER BY 1;
 
 -- name: stats_confidence_histogram
 -- Overall confidence of completed tasks in ten bins from 0 to 1.
-SELECT least(width_bucket(t.confidence, 0, 1, 10), 10) AS bin, count(*) AS n
+-- real holds 0.9 as 0.8999…: rounding first puts it in the bin a person expects.
+SELECT least(width_bucket(round(t.confidence::numeric, 4), 0, 1, 10), 10) AS bin, count(*) AS n
 FROM tasks t
 WHERE {task_filter} AND t.status = 'completed' AND t.confidence IS NOT NULL
 GROUP BY 1

@@ -135,8 +135,11 @@ WITH done AS (
     WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
     RETURNING id
 ), finished AS (
-    UPDATE task_attempts SET status = 'completed', finished_at = coalesce(%(now)s, now())
-    WHERE id = %(attempt_id)s AND status IN ('processing', 'lost') AND EXISTS (SELECT 1 FROM done)
+    -- Whatever became of the attempt before (lost, handed back, an earlier stale failure), its
+    -- result is the one the task keeps, so it is the completed attempt.
+    UPDATE task_attempts SET status = 'completed', error = NULL,
+                             finished_at = coalesce(%(now)s, now())
+    WHERE id = %(attempt_id)s AND EXISTS (SELECT 1 FROM done)
 ), superseded AS (
     UPDATE task_attempts SET status = 'superseded', finished_at = coalesce(%(now)s, now())
     WHERE task_id = %(task_id)s AND id <> %(attempt_id)s AND status = 'processing'

@@ -136,3 +136,28 @@ def test_non_retryable_failure_fails_at_once(conn):
     assert outcome.applied and outcome.task_status is TaskStatus.FAILED
     final = queue.get_task(conn, task.id)
     assert final.status is TaskStatus.FAILED and final.error == "model endpoint returned 500"
+
+
+def test_completion_from_an_attempt_that_reported_failure_before_makes_it_the_completed_one(conn):
+    make_agent(conn)
+    task, old, new = _lost_then_reclaimed(conn)
+    assert queue.apply_callback(conn, old.attempt_id, failed()).kind is CallbackKind.RECORDED
+    outcome = queue.apply_callback(conn, old.attempt_id, completed())
+    assert outcome.applied
+    final = queue.get_task(conn, task.id)
+    assert final.status is TaskStatus.COMPLETED
+    assert [a.status for a in final.attempts] == [AttemptStatus.COMPLETED, AttemptStatus.SUPERSEDED]
+    assert final.attempts[0].error is None
+
+
+def test_completion_after_a_hand_back_makes_that_attempt_the_completed_one(conn):
+    make_agent(conn)
+    task = make_task(conn)
+    (c,) = queue.claim(conn, agent="docs", worker_id="w")
+    assert queue.hand_back(conn, c.attempt_id)
+    handed = queue.get_task(conn, task.id)
+    assert handed.status is TaskStatus.ENQUEUED and handed.attempts_left == handed.max_attempts
+    assert queue.apply_callback(conn, c.attempt_id, completed()).applied
+    final = queue.get_task(conn, task.id)
+    assert final.status is TaskStatus.COMPLETED
+    assert [a.status for a in final.attempts] == [AttemptStatus.COMPLETED]
