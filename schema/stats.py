@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -237,8 +238,6 @@ def billing_compute_cost_for_runs(run_ids: list[str], *, warehouse_id: str, clie
         warehouse_id=warehouse_id, statement=q("billing_compute_cost_for_runs"), wait_timeout="50s",
         parameters=[StatementParameterListItem(name="run_ids", value=",".join(run_ids))])
     while response.status and response.status.state in (StatementState.PENDING, StatementState.RUNNING):
-        import time
-
         time.sleep(1.0)
         response = client.statement_execution.get_statement(response.statement_id)
     if response.status is None or response.status.state != StatementState.SUCCEEDED:

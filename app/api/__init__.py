@@ -1,0 +1,1 @@
+"""HTTP routes on the app: tasks, dashboard figures, events, health and metrics, session, callbacks."""

@@ -1,0 +1,44 @@
+"""Dashboard figures over HTTP: every summary figure and chart series, and the slow compute cost."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fastapi import APIRouter, Depends, HTTPException
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel
+
+from app import services
+from app.api.common import get_pool
+from app.api.schemas import SummaryOut, filter_query, plain
+from app.auth import Identity, require_user
+from schema.stats import TaskFilter
+
+router = APIRouter(prefix="/api", tags=["dashboard"])
+
+
+@router.get("/summary", response_model=SummaryOut)
+async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
+                      pool: ConnectionPool = Depends(get_pool)) -> SummaryOut:
+    """Counts per status, tokens, LLM cost, measured compute cost, latency, confidence and charts."""
+    overview = await services.summary(pool, flt)
+    charts = await services.charts(pool, flt, overview)
+    return SummaryOut.of(overview, plain(dataclasses.asdict(charts)))
+
+
+class ComputeCostOut(BaseModel):
+    cost_usd: float | None
+    source: str
+    detail: str
+
+
+@router.get("/compute-cost", response_model=ComputeCostOut)
+async def get_compute_cost(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
+                           pool: ConnectionPool = Depends(get_pool)) -> ComputeCostOut:
+    """Slow: the billing tables on Databricks (QUIRE_WAREHOUSE_ID set), else the measured cost."""
+    try:
+        cost = await services.compute_cost(pool, flt)
+    except Exception as exc:  # the billing service's own error is the useful message
+        raise HTTPException(status_code=502, detail=f"compute cost unavailable: {exc}") from exc
+    return ComputeCostOut(cost_usd=float(cost.cost_usd) if cost.cost_usd is not None else None,
+                          source=cost.source, detail=cost.detail)

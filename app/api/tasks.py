@@ -1,0 +1,146 @@
+"""Task routes: submit documents, list and read tasks, fetch a document, retry and cancel."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Literal
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Response, UploadFile
+from fastapi.responses import FileResponse, StreamingResponse
+from psycopg_pool import ConnectionPool
+
+from app import services
+from app.api.common import get_pool, get_settings
+from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
+from app.auth import Identity, require_operator, require_user
+from schema.errors import NotFound
+from schema.settings import Settings
+from schema.stats import TaskFilter
+
+router = APIRouter(prefix="/api", tags=["tasks"])
+_STATUS = {"created": 201, "duplicate": 200, "rejected": 422}
+SUBMIT_SLICE = 25
+
+
+@router.post("/tasks", response_model=SubmitResponse, status_code=201,
+             responses={200: {"description": "only duplicates: nothing was run"},
+                        207: {"description": "some files were accepted, some were not"},
+                        422: {"description": "no file was accepted"}})
+async def submit_tasks(
+    response: Response,
+    files: list[UploadFile] = File(..., description="one or many PDF files"),
+    agent: str | None = Form(None, description="the agent to run (default: QUIRE_DEFAULT_AGENT)"),
+    priority: int = Form(0, ge=0, le=9, description="0..9, 9 the most urgent"),
+    customer: str | None = Form(None),
+    duplicates: Literal["offer", "rerun"] = Form(
+        "offer", description="offer: an already-submitted document is not run again; rerun: run it anyway"),
+    who: Identity = Depends(require_user),
+    pool: ConnectionPool = Depends(get_pool),
+    settings: Settings = Depends(get_settings),
+) -> SubmitResponse:
+    """Checks every file first, then stores and enqueues each accepted one; one result per file."""
+    limit = settings.max_upload_mb * 1_000_000
+    options = services.SubmitOptions(agent=agent or settings.default_agent, priority=priority,
+                                     customer=(customer or "").strip() or None,
+                                     rerun_duplicates=duplicates == "rerun")
+    results: list[services.SubmitResult] = []
+    # A slice at a time keeps memory to one slice of documents however many are sent; reading one
+    # byte past the limit is enough to reject an oversized file without holding all of it.
+    for start in range(0, len(files), SUBMIT_SLICE):
+        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1))
+                   for f in files[start:start + SUBMIT_SLICE]]
+        results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+    body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
+                       pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of)
+            for r in results]
+    created = sum(r.outcome == "created" for r in results)
+    rejected = sum(r.outcome == "rejected" for r in results)
+    if created and rejected:
+        response.status_code = 207
+    elif not created:
+        response.status_code = 422 if rejected else 200
+    return SubmitResponse(created=created, rejected=rejected, duplicates=len(results) - created - rejected,
+                          files=body)
+
+
+def _cursor(task_id: int) -> str:
+    return base64.urlsafe_b64encode(f"before:{task_id}".encode()).decode().rstrip("=")
+
+
+def _before(cursor: str | None) -> int | None:
+    if not cursor:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        return int(text.removeprefix("before:"))
+    except ValueError as exc:
+        raise HTTPException(status_code=422, detail="cursor not understood: pass next_cursor back as given") from exc
+
+
+@router.get("/tasks", response_model=TaskPage)
+async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None = Query(None),
+                     limit: int = Query(50, ge=1, le=500), _: Identity = Depends(require_user),
+                     pool: ConnectionPool = Depends(get_pool)) -> TaskPage:
+    """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
+    rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
+    next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
+    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor)
+
+
+async def _task_or_404(pool: ConnectionPool, task_id: int):
+    try:
+        return await services.task_detail(pool, task_id)
+    except NotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+
+
+@router.get("/tasks/{task_id}", response_model=TaskDetail)
+async def get_task(task_id: int = PathParam(..., ge=1), _: Identity = Depends(require_user),
+                   pool: ConnectionPool = Depends(get_pool)) -> TaskDetail:
+    """One task with its attempts (run and trace ids, tokens, cost), result and timeline."""
+    return TaskDetail.of(await _task_or_404(pool, task_id))
+
+
+@router.get("/tasks/{task_id}/document", response_class=Response,
+            responses={200: {"content": {"application/pdf": {}}}})
+async def get_document(task_id: int = PathParam(..., ge=1), _: Identity = Depends(require_user),
+                       pool: ConnectionPool = Depends(get_pool)):
+    """The submitted PDF."""
+    task = await _task_or_404(pool, task_id)
+    name = task.document_name or f"task-{task.id}.pdf"
+    uri = task.document_uri
+    if uri.startswith("/Volumes/") and not Path("/Volumes").exists():
+        from databricks.sdk import WorkspaceClient
+
+        download = WorkspaceClient().files.download(uri)
+        return StreamingResponse(download.contents, media_type="application/pdf",
+                                 headers={"Content-Disposition": f'inline; filename="{name}"'})
+    path = Path(uri.removeprefix("file://"))
+    if not path.is_file():
+        raise HTTPException(status_code=404, detail=f"the document of task {task_id} is no longer stored")
+    return FileResponse(path, media_type="application/pdf", filename=name, content_disposition_type="inline")
+
+
+def _one(results: list[services.ActionResult]) -> ActionOut:
+    result = results[0]
+    if not result.ok:
+        raise HTTPException(status_code=404 if result.not_found else 409, detail=result.message)
+    return ActionOut(task_id=result.task_id, ok=True, message=result.message, new_task_id=result.new_task_id,
+                     status=result.status)
+
+
+@router.post("/tasks/{task_id}/retry", response_model=ActionOut,
+             responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
+async def retry_task(task_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+                     pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
+    """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task."""
+    return _one(await services.retry_tasks(pool, [task_id], actor=who.name))
+
+
+@router.post("/tasks/{task_id}/cancel", response_model=ActionOut,
+             responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
+async def cancel_task(task_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+                      pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
+    """Cancels an enqueued or processing task."""
+    return _one(await services.cancel_tasks(pool, [task_id], actor=who.name))

@@ -1,0 +1,144 @@
+"""Who is asking: Databricks Apps' forwarded identity there, the local operator token anywhere else."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from fastapi import Depends, HTTPException, Request
+
+from schema.settings import Settings
+
+SESSION_COOKIE = "quire_session"
+SESSION_SECONDS = 7 * 86400
+LOCAL_OPERATOR = "operator"
+TOKEN_FILE = "operator_token"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A caller: a name when known, and whether it may retry and cancel."""
+
+    name: str | None
+    operator: bool
+    via: str  # "databricks", "token", "session" or "anonymous"
+
+    @property
+    def authenticated(self) -> bool:
+        return self.name is not None
+
+
+ANONYMOUS = Identity(name=None, operator=False, via="anonymous")
+
+
+def behind_databricks_apps() -> bool:
+    """Databricks Apps sets DATABRICKS_APP_NAME; its proxy is then the only way in."""
+    return bool(os.environ.get("DATABRICKS_APP_NAME"))
+
+
+def load_operator_token(settings: Settings) -> str:
+    """QUIRE_OPERATOR_TOKEN, else the token stored under the data dir (made on first start)."""
+    if settings.operator_token:
+        return settings.operator_token
+    path = Path(settings.data_dir) / TOKEN_FILE
+    if path.exists():
+        token = path.read_text().strip()
+        if token:
+            return token
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    # Created owner-only from the start, so the token is never readable by others even briefly.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return token
+
+
+class Authenticator:
+    """Resolves identities from request headers and cookies, and signs session cookies."""
+
+    def __init__(self, settings: Settings, *, databricks: bool | None = None) -> None:
+        self.databricks = behind_databricks_apps() if databricks is None else databricks
+        self.operators = settings.operator_emails
+        self.token = load_operator_token(settings)
+        # Sessions are signed with a key derived from the token: a new token ends every session.
+        self._session_key = hashlib.sha256(b"quire-session:" + self.token.encode()).digest()
+
+    def check_token(self, candidate: str | None) -> bool:
+        return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
+
+    def identify(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Identity:
+        if self.databricks:
+            # Only Databricks Apps' proxy can set these there; anywhere else anyone could.
+            user = (headers.get("x-forwarded-email") or headers.get("x-forwarded-user") or "").strip()
+            if not user:
+                return ANONYMOUS
+            return Identity(name=user, operator=user.lower() in self.operators, via="databricks")
+        scheme, _, credential = (headers.get("authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and self.check_token(credential.strip()):
+            return Identity(name=LOCAL_OPERATOR, operator=True, via="token")
+        name = self.read_session(cookies.get(SESSION_COOKIE))
+        if name:
+            return Identity(name=name, operator=True, via="session")
+        return ANONYMOUS
+
+    def make_session(self, name: str = LOCAL_OPERATOR, *, now: float | None = None) -> str:
+        expires = int((now or time.time()) + SESSION_SECONDS)
+        body = f"{name}|{expires}"
+        signature = hmac.new(self._session_key, body.encode(), hashlib.sha256).hexdigest()
+        return base64.urlsafe_b64encode(f"{body}|{signature}".encode()).decode()
+
+    def read_session(self, cookie: str | None, *, now: float | None = None) -> str | None:
+        if not cookie:
+            return None
+        try:
+            name, expires, signature = base64.urlsafe_b64decode(cookie.encode()).decode().rsplit("|", 2)
+            expected = hmac.new(self._session_key, f"{name}|{expires}".encode(), hashlib.sha256).hexdigest()
+            if hmac.compare_digest(signature, expected) and int(expires) > (now or time.time()):
+                return name
+        except (ValueError, UnicodeDecodeError):
+            pass
+        return None
+
+
+_current: Authenticator | None = None
+
+
+def install(authenticator: Authenticator) -> None:
+    global _current
+    _current = authenticator
+
+
+def current() -> Authenticator:
+    if _current is None:
+        raise RuntimeError("no authenticator installed: app.main.run_app wires one at start")
+    return _current
+
+
+def identity_of(request: Request) -> Identity:
+    """The identity behind an HTTP request (a page load or an API call)."""
+    return current().identify(request.headers, request.cookies)
+
+
+def require_user(request: Request) -> Identity:
+    """FastAPI dependency: any signed-in caller."""
+    who = identity_of(request)
+    if not who.authenticated:
+        detail = ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
+                  else "sign in first: send the operator token as a bearer header")
+        raise HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+def require_operator(who: Identity = Depends(require_user)) -> Identity:
+    """FastAPI dependency: a caller with the operator role."""
+    if not who.operator:
+        raise HTTPException(status_code=403, detail=f"{who.name} does not have the operator role")
+    return who

@@ -1,0 +1,144 @@
+"""One upload batch on the upload page: each file's outcome and live status, and overall progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from nicegui import ui
+
+from app.components import format as fmt
+from app.services import SubmitResult, Upload
+
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+@dataclass
+class Entry:
+    """A file of the batch and the widgets that show it."""
+
+    result: SubmitResult
+    upload: Upload | None
+    status: str | None = None
+    widgets: dict[str, Any] = field(default_factory=dict)
+
+
+class BatchView:
+    """The files of this page's uploads, newest batch first; statuses follow the task events."""
+
+    def __init__(self, rerun: Callable[[Entry], Awaitable[SubmitResult | None]]) -> None:
+        self._rerun = rerun
+        self.entries: list[Entry] = []
+        with ui.card().classes("quire-card w-full p-5 gap-3") as self.card:
+            with ui.row().classes("w-full items-center"):
+                ui.label("This batch").classes("quire-section-title")
+                ui.space()
+                self.summary = ui.label("").classes("text-sm quire-muted").props('data-testid="batch-summary"')
+            self.progress = ui.linear_progress(0, show_value=False, size="10px").props(
+                'rounded color=positive track-color=grey-3 data-testid="batch-progress"')
+            self.progress_label = ui.label("").classes("text-sm quire-muted")
+            self.list = ui.column().classes("w-full gap-0")
+        self.card.visible = False
+
+    def task_ids(self) -> list[int]:
+        return [e.result.task_id for e in self.entries if e.result.task_id is not None]
+
+    def add(self, results: list[SubmitResult], uploads: dict[str, Upload]) -> None:
+        self.card.visible = True
+        for result in results:
+            entry = Entry(result, uploads.get(result.name), status="enqueued" if result.task_id else None)
+            self.entries.append(entry)
+            self._render(entry)
+        self._update_progress()
+
+    def _render(self, entry: Entry) -> None:
+        with self.list:
+            with ui.row().classes("w-full items-center gap-3 py-2 border-b border-slate-100 no-wrap") \
+                    .props('data-testid="batch-row"') as row:
+                entry.widgets["icon"] = ui.icon("description", size="22px")
+                with ui.column().classes("gap-0 grow min-w-0"):
+                    ui.label(entry.result.name).classes("font-medium truncate").props('data-testid="file-name"')
+                    entry.widgets["message"] = ui.label("").classes("text-sm").props('data-testid="file-message"')
+                entry.widgets["actions"] = ui.row().classes("gap-2 items-center no-wrap")
+                entry.widgets["badge"] = ui.badge("").classes("px-2 py-1").props('data-testid="file-status"')
+            entry.widgets["row"] = row
+        self._show(entry)
+
+    def _show(self, entry: Entry) -> None:
+        result, w = entry.result, entry.widgets
+        actions: ui.row = w["actions"]
+        actions.clear()
+        if result.outcome == "rejected":
+            w["icon"].props("name=error color=negative")
+            w["badge"].set_text("rejected")
+            w["badge"].props("color=negative")
+            error = result.error or "rejected"
+            # The row already names the file; the message need not repeat it.
+            w["message"].set_text(error.removeprefix(f"{result.name}: "))
+            w["message"].classes(replace="text-sm text-negative")
+            return
+        if result.outcome == "duplicate":
+            earlier = result.duplicate_of or {}
+            w["icon"].props("name=content_copy color=warning")
+            w["badge"].set_text("already submitted")
+            w["badge"].props("color=warning")
+            state = earlier.get("status", "")
+            w["message"].set_text(f"Same file as task {earlier.get('id')} ({state}). "
+                                  "Open its result, or run it again.")
+            w["message"].classes(replace="text-sm quire-muted")
+            with actions:
+                ui.button("Earlier result", icon="open_in_new",
+                          on_click=lambda: ui.navigate.to(f"/tasks/{earlier.get('id')}")) \
+                    .props('flat dense color=primary data-testid="open-earlier"')
+                ui.button("Run again", icon="replay", on_click=lambda: self._run_again(entry)) \
+                    .props('outline dense color=primary data-testid="run-again"')
+            return
+        status = entry.status or "enqueued"
+        w["icon"].props(f"name={fmt.STATUS_ICONS.get(status, 'description')} "
+                        f"color={fmt.STATUS_COLORS.get(status, 'grey')}")
+        w["badge"].set_text(status)
+        w["badge"].props(f"color={fmt.STATUS_COLORS.get(status, 'grey')}")
+        pages = f"{result.pages} page{'s' if result.pages != 1 else ''} · " if result.pages else ""
+        detail = f"{pages}task {result.task_id}"
+        if entry.status == "failed" and result.error:
+            detail += f" · {result.error}"
+        w["message"].set_text(detail)
+        w["message"].classes(replace="text-sm " + ("text-negative" if status == "failed" else "quire-muted"))
+        with actions:
+            ui.link("Details", f"/tasks/{result.task_id}").classes("text-sm text-primary")
+
+    async def _run_again(self, entry: Entry) -> None:
+        result = await self._rerun(entry)
+        if result is not None:
+            entry.result, entry.status, entry.upload = result, "enqueued" if result.task_id else None, None
+            self._show(entry)
+            self._update_progress()
+
+    def apply(self, statuses: dict[int, str], errors: dict[int, str | None] | None = None) -> None:
+        """New statuses for some of the batch's tasks."""
+        changed = False
+        for entry in self.entries:
+            task_id = entry.result.task_id
+            if task_id in statuses and statuses[task_id] != entry.status:
+                entry.status = statuses[task_id]
+                if errors and errors.get(task_id):
+                    entry.result.error = errors[task_id]
+                self._show(entry)
+                changed = True
+        if changed:
+            self._update_progress()
+
+    def _update_progress(self) -> None:
+        tasks = [e for e in self.entries if e.result.task_id is not None]
+        done = sum(e.status in TERMINAL for e in tasks)
+        failed = sum(e.status == "failed" for e in tasks)
+        rejected = sum(e.result.outcome == "rejected" for e in self.entries)
+        duplicates = sum(e.result.outcome == "duplicate" for e in self.entries)
+        self.progress.set_value(done / len(tasks) if tasks else 0)
+        self.progress_label.set_text(f"{done} of {len(tasks)} tasks finished" + (f" · {failed} failed" if failed else ""))
+        parts = [f"{len(self.entries)} files", f"{len(tasks)} queued"]
+        if rejected:
+            parts.append(f"{rejected} rejected")
+        if duplicates:
+            parts.append(f"{duplicates} already submitted")
+        self.summary.set_text(" · ".join(parts))

@@ -1,0 +1,68 @@
+"""The dashboard filter bar: date range, status, agent and customer, applied to every figure."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from nicegui import ui
+
+from app.services import STATUSES, make_filter
+from schema.stats import TaskFilter
+
+
+class FilterBar:
+    """Filter controls; `on_change` receives the new TaskFilter after each edit."""
+
+    def __init__(self, on_change: Callable[[TaskFilter], Awaitable[None]]) -> None:
+        self._on_change = on_change
+        self._last = TaskFilter()
+        self.error: ui.label
+        with ui.card().classes("quire-card w-full px-4 py-3"):
+            with ui.row().classes("w-full items-end gap-3 flex-wrap"):
+                ui.icon("filter_alt", size="22px").classes("quire-muted self-center")
+                self.date_from = ui.input("Submitted from").props('type=date dense outlined stack-label clearable '
+                                                                  'data-testid="filter-date-from"').classes("w-44")
+                self.date_to = ui.input("Submitted to").props('type=date dense outlined stack-label clearable '
+                                                              'data-testid="filter-date-to"').classes("w-44")
+                self.status = self._select("Status", STATUSES, "filter-status")
+                self.agent = self._select("Agent", [], "filter-agent")
+                self.customer = self._select("Customer", [], "filter-customer")
+                ui.space()
+                ui.button("Clear", icon="clear_all", on_click=self.clear).props("flat color=secondary")
+            self.error = ui.label("").classes("text-negative text-sm")
+        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer):
+            control.on_value_change(self._changed)
+
+    @staticmethod
+    def _select(label: str, options: list[str], testid: str) -> ui.select:
+        return ui.select(options, label=label, multiple=True, clearable=True, value=[]) \
+            .props(f'dense outlined use-chips stack-label data-testid="{testid}"').classes("min-w-[170px]")
+
+    def set_options(self, options: dict[str, list[str]]) -> None:
+        """New agents and customers appear as tasks arrive; selected values stay selectable."""
+        for select, key in ((self.agent, "agent"), (self.customer, "customer")):
+            values = sorted(set(options.get(key, [])) | set(select.value or []))
+            if values != list(select.options):
+                select.set_options(values, value=select.value)
+
+    def current(self) -> TaskFilter:
+        return make_filter(self.date_from.value or None, self.date_to.value or None, self.status.value or [],
+                           self.agent.value or [], self.customer.value or [])
+
+    async def _changed(self) -> None:
+        try:
+            flt = self.current()
+        except ValueError as exc:
+            self.error.text = str(exc)
+            return
+        self.error.text = ""
+        # Clearing several controls fires several changes that all land on the same filter.
+        if flt != self._last:
+            self._last = flt
+            await self._on_change(flt)
+
+    async def clear(self) -> None:
+        for control in (self.date_from, self.date_to):
+            control.set_value(None)
+        for control in (self.status, self.agent, self.customer):
+            control.set_value([])

@@ -1,0 +1,93 @@
+"""How numbers, money, durations and times read on every page."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal
+
+DASH = "—"
+
+STATUS_COLORS = {
+    "enqueued": "blue-grey-6", "processing": "indigo-6", "completed": "positive",
+    "failed": "negative", "cancelled": "orange-8",
+}
+STATUS_HEX = {
+    "enqueued": "#78909c", "processing": "#3949ab", "completed": "#21ba45",
+    "failed": "#c10015", "cancelled": "#ef6c00", "submitted": "#1e3a5f",
+}
+STATUS_ICONS = {
+    "enqueued": "schedule", "processing": "autorenew", "completed": "check_circle",
+    "failed": "error", "cancelled": "block",
+}
+
+
+def money(value: Decimal | float | None) -> str:
+    """US dollars; sub-dollar amounts keep four decimals, since per-document LLM cost is often cents."""
+    if value is None:
+        return DASH
+    amount = float(value)
+    if amount == 0:
+        return "$0.00"
+    if abs(amount) < 1:
+        return f"${amount:,.4f}"
+    return f"${amount:,.2f}"
+
+
+def count(value: int | float | None) -> str:
+    return DASH if value is None else f"{int(value):,}"
+
+
+def tokens(value: int | float | None) -> str:
+    return count(value)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return DASH
+    if seconds < 1:
+        return f"{seconds * 1000:,.0f} ms"
+    if seconds < 60:
+        return f"{seconds:,.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def percent(value: float | None) -> str:
+    return DASH if value is None else f"{value * 100:.0f}%"
+
+
+def when(moment: datetime | None) -> str:
+    """A timestamp in UTC, to the second."""
+    if moment is None:
+        return DASH
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def size(num_bytes: int | None) -> str:
+    if num_bytes is None:
+        return DASH
+    if num_bytes < 1000:
+        return f"{num_bytes} B"
+    if num_bytes < 1_000_000:
+        return f"{num_bytes / 1000:,.1f} kB"
+    return f"{num_bytes / 1_000_000:,.1f} MB"
+
+
+def value_text(value) -> str:
+    """A result field's value as a person reads it."""
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return f"{len(value)} items"
+        return ", ".join(value_text(v) for v in value) or DASH
+    return str(value)

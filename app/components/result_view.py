@@ -1,0 +1,121 @@
+"""Pieces of the task detail page: facts, the extracted result, attempts and the timeline."""
+
+from __future__ import annotations
+
+from nicegui import ui
+
+from app.components import format as fmt
+from schema.models import Task
+
+FIELD_LABELS = {
+    "issuer": "Issuer", "invoice_number": "Invoice number", "issue_date": "Issue date", "due_date": "Due date",
+    "currency": "Currency", "subtotal": "Subtotal", "tax": "Tax", "total": "Total", "line_items": "Line items",
+    "parties": "Parties", "effective_date": "Effective date", "term_months": "Term (months)",
+    "governing_law": "Governing law", "total_value": "Total value", "company": "Company",
+    "period_end": "Period end", "revenue": "Revenue", "net_income": "Net income", "total_assets": "Total assets",
+}
+
+
+def fact(label: str, value: str, *, mono: bool = False, title: str | None = None) -> None:
+    with ui.column().classes("gap-0 min-w-0"):
+        ui.label(label).classes("quire-kpi-label")
+        text = ui.label(value).classes("text-sm text-slate-900 truncate" + (" quire-mono" if mono else ""))
+        if title:
+            text.tooltip(title)
+
+
+def _confidence_bar(confidence: float | None) -> None:
+    value = confidence or 0.0
+    color = "positive" if value >= 0.8 else ("warning" if value >= 0.5 else "negative")
+    with ui.row().classes("items-center gap-2 no-wrap w-40"):
+        ui.linear_progress(value, show_value=False, size="6px").props(f"rounded color={color} track-color=grey-3")
+        ui.label(fmt.percent(confidence)).classes("text-xs w-10 text-right")
+
+
+def result_card(task: Task) -> None:
+    with ui.card().classes("quire-card w-full p-5 gap-3"):
+        with ui.row().classes("w-full items-center"):
+            ui.label("Extracted result").classes("quire-section-title")
+            ui.space()
+            if task.result:
+                kind = str(task.result.get("document_type", "other")).replace("_", " ")
+                ui.badge(kind, color="blue-grey-7").classes("px-2 py-1")
+                extractor = task.result.get("extractor")
+                if extractor:
+                    model = task.result.get("model")
+                    ui.label(f"{extractor}{' · ' + model if model else ''}").classes("text-xs quire-muted")
+        if not task.result:
+            waiting = {"enqueued": "Waiting for a worker.", "processing": "The agent is reading the document…"}
+            ui.label(waiting.get(task.status.value, "No result.")).classes("quire-muted")
+            return
+        fields = task.result.get("fields") or {}
+        if not fields:
+            ui.label("The agent returned no fields.").classes("quire-muted")
+            return
+        with ui.element("table").classes("w-full text-sm").props('data-testid="result-fields"'):
+            with ui.element("tr").classes("text-left quire-kpi-label"):
+                for head in ("Field", "Value", "Confidence"):
+                    with ui.element("th").classes("py-2 font-medium"):
+                        ui.label(head)
+            for name, item in fields.items():
+                item = item if isinstance(item, dict) else {"value": item, "confidence": None}
+                value = item.get("value")
+                with ui.element("tr").classes("border-t border-slate-100 align-top"):
+                    with ui.element("td").classes("py-2 pr-4 text-slate-600 whitespace-nowrap"):
+                        ui.label(FIELD_LABELS.get(name, name.replace("_", " ").capitalize()))
+                    with ui.element("td").classes("py-2 pr-4"):
+                        if name == "line_items" and isinstance(value, list) and value:
+                            _line_items(value)
+                        else:
+                            ui.label(fmt.value_text(value)).classes("font-medium" if value is not None else "quire-muted")
+                    with ui.element("td").classes("py-2"):
+                        _confidence_bar(item.get("confidence"))
+
+
+def _line_items(items: list[dict]) -> None:
+    columns = [{"name": k, "label": k.replace("_", " "), "field": k, "align": "right" if k != "description" else "left"}
+               for k in ("description", "quantity", "unit_price", "amount")]
+    rows = [{k: fmt.value_text(item.get(k)) for k in ("description", "quantity", "unit_price", "amount")}
+            for item in items[:50]]
+    ui.table(columns=columns, rows=rows).props("flat dense hide-bottom").classes("w-full")
+
+
+def attempts_table(task: Task) -> None:
+    with ui.card().classes("quire-card w-full p-5 gap-3"):
+        ui.label("Attempts").classes("quire-section-title")
+        if not task.attempts:
+            ui.label("Not claimed yet.").classes("quire-muted")
+            return
+        columns = [{"name": n, "label": label, "field": n, "align": "left"} for n, label in (
+            ("no", "#"), ("status", "Status"), ("worker", "Worker / executor"), ("run", "Job run"),
+            ("trace", "Trace"), ("tokens", "Tokens in / out"), ("llm", "LLM cost"), ("compute", "Compute"),
+            ("started", "Started (UTC)"), ("took", "Took"))]
+        rows = []
+        for a in task.attempts:
+            took = (a.finished_at - a.started_at).total_seconds() if a.finished_at else None
+            rows.append({"no": a.attempt_no, "status": a.status.value,
+                         "worker": f"{a.worker_id} / {a.executor or fmt.DASH}", "run": a.job_run_id or fmt.DASH,
+                         "trace": a.trace_id or fmt.DASH,
+                         "tokens": f"{fmt.tokens(a.input_tokens)} / {fmt.tokens(a.output_tokens)}",
+                         "llm": fmt.money(a.llm_cost_usd), "compute": fmt.money(a.compute_cost_usd),
+                         "started": fmt.when(a.started_at), "took": fmt.duration(took)})
+        ui.table(columns=columns, rows=rows, row_key="no").props('flat dense hide-bottom wrap-cells '
+                                                                 'data-testid="attempts"').classes("w-full")
+        for a in task.attempts:
+            if a.error:
+                ui.label(f"Attempt {a.attempt_no}: {a.error}").classes("text-sm text-negative")
+
+
+def timeline(task: Task) -> None:
+    with ui.card().classes("quire-card w-full p-5 gap-2"):
+        ui.label("Timeline").classes("quire-section-title")
+        if not task.events:
+            ui.label("No events yet.").classes("quire-muted")
+            return
+        with ui.timeline(side="right", layout="dense").props('data-testid="timeline"'):
+            for event in reversed(task.events):
+                status = event.status.value
+                subtitle = fmt.when(event.at) + (f" · {event.actor}" if event.actor else "")
+                ui.timeline_entry(f"from {event.prev_status.value}" if event.prev_status else "submitted",
+                                  title=status, subtitle=subtitle, icon=fmt.STATUS_ICONS.get(status),
+                                  color=fmt.STATUS_COLORS.get(status))

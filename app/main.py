@@ -1,0 +1,113 @@
+"""Wires the web app: pool, identity, live updates, API routers, pages, co-hosted worker, samples."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from pathlib import Path
+
+from schema.settings import Settings
+
+log = logging.getLogger("quire.app")
+STATIC = Path(__file__).with_name("static")
+
+
+def public_url(settings: Settings) -> str:
+    """Where agents and people reach this process."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
+
+
+def _optional_module(name: str):
+    """The module if it exists; a failing import inside it is still an error."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name in (name, name.rsplit(".", 1)[0]):
+            return None
+        raise
+
+
+def _host_worker(app, settings: Settings, dsn: str, base_url: str) -> None:
+    """Runs worker.daemon.WorkerDaemon in this process's event loop, stopping it on shutdown."""
+    daemon_module = _optional_module("worker.daemon")
+    if daemon_module is None:
+        log.warning("worker.daemon is not available: tasks wait until a worker runs")
+        return
+    stop = asyncio.Event()
+
+    async def start() -> None:
+        daemon = daemon_module.WorkerDaemon(settings, dsn, callback_base_url=base_url)
+        app.state.worker = daemon
+        task = asyncio.create_task(daemon.run(stop), name="quire-worker")
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
+                               or log.error("the co-hosted worker stopped", exc_info=t.exception()))
+        app.state.worker_task = task
+
+    async def shutdown() -> None:
+        stop.set()
+        task = getattr(app.state, "worker_task", None)
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, timeout=30)
+            except (asyncio.TimeoutError, Exception):
+                task.cancel()
+
+    app.on_startup(start)
+    app.on_shutdown(shutdown)
+
+
+def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
+    """Serves the pages and the API until interrupted; returns the exit code."""
+    from nicegui import app, ui
+
+    from app import auth, live, services
+    from app.api import events, health, session, summary, tasks
+    from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
+    from schema.db import make_pool
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    authenticator = auth.Authenticator(settings)
+    auth.install(authenticator)
+    broadcaster = live.Broadcaster(dsn)
+    live.install(broadcaster)
+    app.state.settings = settings
+    app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
+    for module in (tasks, summary, events, health, session):
+        app.include_router(module.router)
+    callbacks = _optional_module("app.api.callbacks")
+    if callbacks is not None:
+        app.include_router(callbacks.router)
+    else:
+        log.warning("app.api.callbacks is not available: agents cannot report back to this process")
+    base_url = public_url(settings)
+    app.on_startup(broadcaster.start)
+    app.on_shutdown(broadcaster.stop)
+    if worker and settings.worker == "on":
+        _host_worker(app, settings, dsn, base_url)
+    if samples:
+        async def enqueue_samples() -> None:
+            results = await services.submit_samples(app.state.pool, settings)
+            created = sum(r.outcome == "created" for r in results)
+            print(f"samples: {created} enqueued, {len(results) - created} already submitted", flush=True)
+        app.on_startup(enqueue_samples)
+    app.on_shutdown(app.state.pool.close)
+
+    print(f"Quire is serving {base_url}", flush=True)
+    if authenticator.databricks:
+        print("identity: Databricks Apps forwarded headers; operators: "
+              f"{', '.join(sorted(settings.operator_emails)) or '(none configured)'}", flush=True)
+    else:
+        print(f"operator token: {authenticator.token}", flush=True)
+        print(f"sign in: {base_url}/login?token={authenticator.token}", flush=True)
+    ui.run(host=settings.host, port=settings.port, reload=False, show=False, title="Quire",
+           favicon=STATIC / "favicon.svg", show_welcome_message=False, uvicorn_logging_level="warning",
+           # Event streams never end by themselves: on shutdown they get this long, then are cut.
+           timeout_graceful_shutdown=3,
+           fastapi_docs={"title": "Quire API", "version": "0.1.0",
+                         "description": "Submit documents, follow tasks live, retry and cancel. "
+                                        "Send the operator token as `Authorization: Bearer <token>`."})
+    return 0

@@ -1,0 +1,1 @@
+"""The NiceGUI pages: upload, dashboard, task detail, sign-in."""

@@ -1,0 +1,131 @@
+"""The upload page: drop many PDFs, choose agent, priority and customer, follow the batch live."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse
+from nicegui import app, events, ui
+
+from app import services
+from app.components.batch import BatchView, Entry
+from app.components.layout import frame, guard, watch
+from schema.stats import StreamEvent
+
+SLICE = 25
+PRIORITIES = {9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
+
+
+def _duplicate(name: str, results: list[services.SubmitResult]) -> bool:
+    return any(r.name == name and r.outcome == "duplicate" for r in results)
+
+
+class UploadForm:
+    """The submission form and the batch it produces."""
+
+    def __init__(self, who, agents: list[str], customers: list[str]) -> None:
+        self.who = who
+        self.pool = app.state.pool
+        self.settings = app.state.settings
+        with ui.row().classes("w-full items-end justify-between"):
+            with ui.column().classes("gap-0"):
+                ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
+                ui.label("Invoices, contracts and financial statements as PDF. Every file is checked before "
+                         "anything is stored; a file submitted before is offered, not run twice.") \
+                    .classes("quire-muted")
+        with ui.card().classes("quire-card w-full p-5 gap-4"):
+            with ui.row().classes("w-full gap-4 items-end flex-wrap"):
+                default = self.settings.default_agent if self.settings.default_agent in agents else (agents or [None])[0]
+                self.agent = ui.select(agents, value=default, label="Agent") \
+                    .props('outlined dense stack-label data-testid="upload-agent"').classes("w-56")
+                self.priority = ui.select(PRIORITIES, value=5, label="Priority") \
+                    .props('outlined dense stack-label data-testid="upload-priority"').classes("w-44")
+                self.customer = ui.input("Customer", autocomplete=customers,
+                                         placeholder="e.g. Northwind Audit") \
+                    .props('outlined dense stack-label clearable data-testid="upload-customer"').classes("w-64")
+                ui.space()
+                ui.label(f"Up to {self.settings.max_upload_mb} MB per file").classes("text-sm quire-muted")
+            self.uploader = ui.upload(multiple=True, auto_upload=True, label="PDF documents",
+                                      on_begin_upload=self._begin, on_multi_upload=self._received) \
+                .props('flat color=primary data-testid="uploader"').classes("w-full")
+            self.busy = ui.row().classes("items-center gap-2")
+            with self.busy:
+                ui.spinner(size="sm")
+                self.busy_label = ui.label("Checking files…").classes("text-sm quire-muted")
+            self.busy.visible = False
+        self.batch = BatchView(self._rerun)
+
+    def _options(self, **overrides) -> services.SubmitOptions:
+        values = dict(agent=self.agent.value or self.settings.default_agent, priority=int(self.priority.value or 0),
+                      customer=(self.customer.value or "").strip() or None)
+        values.update(overrides)
+        return services.SubmitOptions(**values)
+
+    def _begin(self) -> None:
+        self.busy_label.text = "Uploading and checking files…"
+        self.busy.visible = True
+
+    async def _received(self, event: events.MultiUploadEventArguments) -> None:
+        created = rejected = 0
+        try:
+            # Hundreds of files arrive in one drop: read and submit them a slice at a time, so
+            # memory holds one slice of documents and the batch list fills in as it goes.
+            for start in range(0, len(event.files), SLICE):
+                files = event.files[start:start + SLICE]
+                self.busy_label.text = f"Checking files {start + 1}–{start + len(files)} of {len(event.files)}…"
+                uploads = [services.Upload(f.name, await f.read()) for f in files]
+                results = await services.submit(self.pool, self.settings, uploads, self._options(),
+                                                submitted_by=self.who.name)
+                # Only duplicates keep their bytes, for a re-run on request.
+                self.batch.add(results, {u.name: u for u in uploads if _duplicate(u.name, results)})
+                created += sum(r.outcome == "created" for r in results)
+                rejected += sum(r.outcome == "rejected" for r in results)
+            message = f"{created} of {len(event.files)} files queued"
+            ui.notify(message + (f", {rejected} rejected" if rejected else ""),
+                      type="positive" if not rejected else "warning", position="top")
+        finally:
+            self.busy.visible = False
+            self.uploader.reset()
+
+    async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
+        if entry.upload is None:
+            return None
+        earlier = (entry.result.duplicate_of or {}).get("id")
+        results = await services.submit(self.pool, self.settings, [entry.upload],
+                                        self._options(rerun_duplicates=True, parent_id=earlier),
+                                        submitted_by=self.who.name)
+        result = results[0]
+        if result.outcome != "created":
+            ui.notify(result.error or "could not run it again", type="negative", position="top")
+            return None
+        ui.notify(f"{result.name}: queued again as task {result.task_id}", type="positive", position="top")
+        return result
+
+    async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
+        mine = set(self.batch.task_ids())
+        if lagged:
+            await self.on_poll()
+            return
+        latest = {e.task_id: e.status for e in events if e.task_id in mine}
+        if latest:
+            if "failed" in latest.values():
+                await self.on_poll()  # the error text is not in the event
+            else:
+                self.batch.apply(latest)
+
+    async def on_poll(self) -> None:
+        ids = self.batch.task_ids()
+        if ids:
+            rows = await services.batch_status(self.pool, ids)
+            self.batch.apply({i: r["status"] for i, r in rows.items()}, {i: r["error"] for i, r in rows.items()})
+
+
+@ui.page("/", title="Upload · Quire", response_timeout=20)
+async def upload_page(request: Request):
+    who = guard(request, path="/")
+    if isinstance(who, RedirectResponse):
+        return who
+    agents = await services.agent_names(app.state.pool)
+    customers = (await services.filter_options(app.state.pool))["customer"]
+    with frame(who, active="upload"):
+        form = UploadForm(who, agents, customers)
+    watch(form.on_events, form.on_poll)

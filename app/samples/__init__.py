@@ -1,0 +1,1 @@
+"""Sample invoices, contracts and a financial statement for `quire up --samples`."""

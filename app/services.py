@@ -1,0 +1,299 @@
+"""Operations shared by the pages and the HTTP API, run off the event loop over the pool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable, Literal, TypeVar
+
+from psycopg_pool import ConnectionPool
+
+from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
+from schema import queue, stats
+from schema.errors import InvalidTransition, NotFound, QuireError
+from schema.models import Task, TaskStatus
+from schema.settings import Settings
+from schema.stats import Charts, StreamEvent, Summary, TaskFilter, TaskRow
+
+T = TypeVar("T")
+SAMPLES_DIR = Path(__file__).with_name("samples")
+SAMPLES_SUBMITTER = "samples"
+
+
+async def _in_thread(pool: ConnectionPool, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Runs `work(conn, ...)` with a pooled connection in a worker thread."""
+    def call() -> T:
+        with pool.connection() as conn:
+            return work(conn, *args, **kwargs)
+    return await asyncio.to_thread(call)
+
+
+STATUSES = [s.value for s in TaskStatus]
+
+
+def _moment(value: str | None, *, end: bool) -> datetime | None:
+    """An ISO date or datetime; a plain date as an end bound includes that whole day."""
+    if not value:
+        return None
+    try:
+        if len(value) == 10:
+            day = date.fromisoformat(value)
+            return datetime.combine(day + timedelta(days=1) if end else day, time(), tzinfo=timezone.utc)
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"not an ISO date or datetime: {value!r}") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def make_filter(date_from: str | None = None, date_to: str | None = None, statuses: list[str] | None = None,
+                agents: list[str] | None = None, customers: list[str] | None = None) -> TaskFilter:
+    """A TaskFilter from loosely typed inputs (query strings, form controls); ValueError if invalid."""
+    unknown = set(statuses or ()) - set(STATUSES)
+    if unknown:
+        raise ValueError(f"unknown status {', '.join(sorted(unknown))}: use {', '.join(STATUSES)}")
+    return TaskFilter(date_from=_moment(date_from, end=False), date_to=_moment(date_to, end=True),
+                      statuses=tuple(statuses or ()), agents=tuple(a for a in agents or () if a),
+                      customers=tuple(c for c in customers or () if c))
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+async def summary(pool: ConnectionPool, flt: TaskFilter) -> Summary:
+    return await _in_thread(pool, stats.stats_summary_filtered, flt)
+
+
+async def charts(pool: ConnectionPool, flt: TaskFilter, overview: Summary) -> Charts:
+    """Chart data; the summary's time span picks the throughput bucket."""
+    return await _in_thread(pool, stats.stats_charts_filtered, flt, start=overview.first_created_at,
+                            end=overview.last_activity_at)
+
+
+async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool, page: int,
+                    per_page: int) -> tuple[list[TaskRow], int]:
+    return await _in_thread(pool, stats.task_list_page, flt, sort=sort, descending=descending,
+                            limit=per_page, offset=max(page - 1, 0) * per_page)
+
+
+async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before_id: int | None,
+                       limit: int) -> list[TaskRow]:
+    return await _in_thread(pool, stats.task_list_after, flt, before_id=before_id, limit=limit)
+
+
+async def task_detail(pool: ConnectionPool, task_id: int) -> Task:
+    return await _in_thread(pool, queue.get_task, task_id)
+
+
+async def batch_status(pool: ConnectionPool, ids: list[int]) -> dict[int, dict[str, Any]]:
+    rows = await _in_thread(pool, stats.task_list_by_ids, ids)
+    return {r["id"]: r for r in rows}
+
+
+async def filter_options(pool: ConnectionPool) -> dict[str, list[str]]:
+    return await _in_thread(pool, stats.stats_filter_options)
+
+
+async def agent_names(pool: ConnectionPool) -> list[str]:
+    agents = await _in_thread(pool, queue.list_agents)
+    return [a.name for a in agents]
+
+
+async def events_after(pool: ConnectionPool, after_id: int, *, limit: int = 1000) -> list[StreamEvent]:
+    return await _in_thread(pool, stats.task_events_after, after_id, limit=limit)
+
+
+async def snapshot(pool: ConnectionPool) -> dict[str, Any]:
+    """What an SSE client starts from: the newest event id and the counts per agent and status."""
+    def read(conn):
+        return {"last_event_id": stats.task_events_last_id(conn), "counts": stats.status_counts(conn)}
+    return await _in_thread(pool, read)
+
+
+@dataclass(frozen=True)
+class ComputeCost:
+    """Compute spend for a filter, and where the figure came from."""
+
+    cost_usd: Decimal | None
+    source: Literal["billing", "measured"]
+    detail: str
+
+
+def warehouse_id() -> str | None:
+    """The SQL warehouse for billing queries (QUIRE_WAREHOUSE_ID); unset means no billing tables."""
+    return os.environ.get("QUIRE_WAREHOUSE_ID") or None
+
+
+async def compute_cost(pool: ConnectionPool, flt: TaskFilter) -> ComputeCost:
+    """Slow: on Databricks, list-price cost of our job runs from the billing tables; else measured."""
+    warehouse = warehouse_id()
+    if warehouse:
+        run_ids = await _in_thread(pool, stats.attempt_job_run_ids_filtered, flt)
+        billed = await asyncio.to_thread(stats.billing_compute_cost_for_runs, run_ids, warehouse_id=warehouse)
+        return ComputeCost(cost_usd=Decimal(str(round(billed["cost_usd"], 6))), source="billing",
+                           detail=f"{billed['runs']} job runs, {billed['dbus']:,.2f} DBU at list price")
+    measured = await _in_thread(pool, stats.stats_compute_measured_filtered, flt)
+    seconds = measured["compute_seconds"] or 0.0
+    return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="measured",
+                       detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts measured, "
+                              f"{seconds / 60:,.1f} min of run time")
+
+
+# -- operator actions ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ActionResult:
+    """The outcome of retrying or cancelling one task."""
+
+    task_id: int
+    ok: bool
+    message: str
+    new_task_id: int | None = None
+    status: str | None = None
+    not_found: bool = False
+
+
+def _act(conn, ids: list[int], action: str, actor: str) -> list[ActionResult]:
+    results = []
+    for task_id in ids:
+        try:
+            if action == "retry":
+                task = queue.retry(conn, task_id, actor=actor)
+                text = (f"task {task_id} re-extracted as task {task.id}" if task.id != task_id
+                        else f"task {task_id} re-enqueued")
+            else:
+                task = queue.cancel(conn, task_id, actor=actor)
+                text = f"task {task_id} cancelled"
+            results.append(ActionResult(task_id, True, text, new_task_id=task.id, status=task.status.value))
+        except InvalidTransition as exc:
+            results.append(ActionResult(task_id, False, str(exc)))
+        except NotFound as exc:
+            results.append(ActionResult(task_id, False, str(exc), not_found=True))
+    return results
+
+
+async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> list[ActionResult]:
+    """Retries each task; a completed task gets a re-extraction child."""
+    return await _in_thread(pool, _act, ids, "retry", actor)
+
+
+async def cancel_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> list[ActionResult]:
+    return await _in_thread(pool, _act, ids, "cancel", actor)
+
+
+# -- submitting ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Upload:
+    """A file as it arrived: its name and bytes."""
+
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    agent: str
+    priority: int = 0
+    customer: str | None = None
+    rerun_duplicates: bool = False
+    parent_id: int | None = None
+
+
+@dataclass
+class SubmitResult:
+    """What became of one file: created, rejected (with the reason) or a duplicate (with its match)."""
+
+    name: str
+    outcome: Literal["created", "rejected", "duplicate"]
+    task_id: int | None = None
+    error: str | None = None
+    sha256: str | None = None
+    pages: int | None = None
+    duplicate_of: dict[str, Any] | None = None
+
+
+def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
+            submitted_by: str) -> list[SubmitResult]:
+    results: list[SubmitResult] = []
+    try:
+        queue.get_agent(conn, options.agent)
+    except NotFound as exc:
+        return [SubmitResult(u.name, "rejected", error=str(exc)) for u in uploads]
+    max_bytes = settings.max_upload_mb * 1_000_000
+    accepted: list[tuple[SubmitResult, CheckedDocument]] = []
+    # Every file is checked before anything is written, so a bad file leaves no trace.
+    for upload in uploads:
+        try:
+            doc = check_document(upload.name, upload.data, max_bytes=max_bytes)
+            results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages))
+            accepted.append((results[-1], doc))
+        except DocumentRejected as exc:
+            results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
+    earlier = {} if options.rerun_duplicates else stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted])
+    for result, doc in accepted:
+        match = earlier.get(doc.sha256)
+        if match is not None:
+            result.outcome, result.duplicate_of = "duplicate", _jsonable(match)
+            continue
+        uri = store_document(settings.files_path, doc)
+        try:
+            task = queue.enqueue(conn, agent=options.agent, document_uri=uri, priority=options.priority,
+                                 customer=options.customer or None, document_name=doc.name,
+                                 document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
+                                 parent_id=options.parent_id, submitted_by=submitted_by)
+        except QuireError as exc:
+            result.outcome, result.error = "rejected", str(exc)
+            continue
+        result.task_id = task.id
+        # A second copy in the same batch is a duplicate of this one, not a second task.
+        earlier[doc.sha256] = {"id": task.id, "status": task.status.value, "document_name": doc.name,
+                               "confidence": None, "created_at": task.created_at.isoformat()}
+    return results
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items() if k != "document_sha256"}
+
+
+async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload], options: SubmitOptions, *,
+                 submitted_by: str) -> list[SubmitResult]:
+    """Checks every file, then stores and enqueues the good ones; duplicates are offered, not run."""
+    return await _in_thread(pool, _submit, settings, uploads, options, submitted_by)
+
+
+def sample_documents() -> list[tuple[Upload, str | None]]:
+    """The bundled sample PDFs with the customer each belongs to."""
+    manifest_path = SAMPLES_DIR / "samples.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    return [(Upload(p.name, p.read_bytes()), manifest.get(p.name, {}).get("customer"))
+            for p in sorted(SAMPLES_DIR.glob("*.pdf"))]
+
+
+async def submit_samples(pool: ConnectionPool, settings: Settings) -> list[SubmitResult]:
+    """Enqueues the bundled samples that were never submitted (same sha256 means already there)."""
+    results: list[SubmitResult] = []
+    for upload, customer in sample_documents():
+        options = SubmitOptions(agent=settings.default_agent, customer=customer)
+        results += await submit(pool, settings, [upload], options, submitted_by=SAMPLES_SUBMITTER)
+    return results
+
+
+# -- health and metrics -------------------------------------------------------------------------
+
+async def database_ok(pool: ConnectionPool, *, timeout: float = 3.0) -> tuple[bool, str]:
+    try:
+        await asyncio.wait_for(_in_thread(pool, stats.health_ping), timeout)
+        return True, "ok"
+    except Exception as exc:  # any failure means unhealthy; the message says which
+        return False, f"{type(exc).__name__}: {exc}".strip()
+
+
+async def metrics_data(pool: ConnectionPool) -> dict[str, Any]:
+    def read(conn):
+        return {"status": stats.status_counts(conn), "queue": stats.stats_queue_health(conn),
+                "attempts": stats.stats_attempt_counts(conn)}
+    return await _in_thread(pool, read)

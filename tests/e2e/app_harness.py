@@ -1,0 +1,162 @@
+"""The running app for end-to-end tests: a `quire serve` subprocess, a database of its own, a
+browser, and helpers to wait on conditions and to make PDFs."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import psycopg
+import pytest
+
+from schema import db
+
+TOKEN = "e2e-operator-token"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def wait_until(condition: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05,
+               message: str = "condition") -> Any:
+    """Polls `condition` until it returns something truthy; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = condition()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {message} (last value {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def make_pdf(title: str, *, pages: int = 1, lines: list[str] | None = None) -> bytes:
+    """A small real PDF with readable text."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    for page in range(pages):
+        pdf.add_page()
+        pdf.set_font("Helvetica", "B", 14)
+        pdf.cell(0, 10, f"{title} - page {page + 1}", new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", "", 10)
+        for line in lines or ["Invoice number: INV-1", "Invoice date: 2024-03-01", "Total: EUR 1,220.00"]:
+            pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+    buffer = io.BytesIO()
+    pdf.output(buffer)
+    return buffer.getvalue()
+
+
+def clone_database(server_dsn: str, template: str) -> tuple[str, Callable[[], None]]:
+    """A fresh database from the migrated template, and a function that drops it."""
+    name = f"quire_e2e_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+
+    def drop() -> None:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return db.with_database(server_dsn, name), drop
+
+
+@dataclass
+class AppServer:
+    """One `quire serve` process on a free port."""
+
+    dsn: str
+    data_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 40.0) -> "AppServer":
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("QUIRE_", "PYTEST_", "DATABRICKS_", "NICEGUI_"))}
+        env.update(QUIRE_DATABASE_URL=self.dsn, QUIRE_DATA_DIR=str(self.data_dir), QUIRE_PORT=str(self.port),
+                   QUIRE_HOST="127.0.0.1", QUIRE_OPERATOR_TOKEN=TOKEN, QUIRE_WORKER="off")
+        env.update(self.env)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.data_dir / "server.log", "wb")
+        # The data dir is the working directory: no quire.toml there, so the default agent is used.
+        self.process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=self.data_dir, env=env,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the app exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                health = httpx.get(f"{self.url}/healthz", timeout=2).json()
+                if health.get("listen") == "live":
+                    return self
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the app did not become healthy within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        path = self.data_dir / "server.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+    def client(self, **headers: str) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=15, headers=headers)
+
+    def operator(self) -> httpx.Client:
+        return self.client(Authorization=f"Bearer {TOKEN}")
+
+
+def start_app(pg_server_dsn: str, template_db: str, tmp_path_factory, **env: str):
+    """Starts an app on a fresh database; returns (server, conn, teardown)."""
+    dsn, drop = clone_database(pg_server_dsn, template_db)
+    server = AppServer(dsn=dsn, data_dir=Path(tmp_path_factory.mktemp("quire-app")), env=env).start()
+    conn = db.connect(dsn)
+
+    def teardown() -> None:
+        conn.close()
+        server.stop()
+        drop()
+    return server, conn, teardown
+
+
+def launch_browser(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def complete(conn, attempt_id: int, *, confidence: float = 0.9, tokens: tuple[int, int] = (1200, 300),
+             cost: float = 0.0042) -> None:
+    """Reports a completed extraction for an attempt, as an agent would."""
+    from schema import queue
+
+    queue.apply_callback(conn, attempt_id, {
+        "status": "completed", "confidence": confidence, "input_tokens": tokens[0], "output_tokens": tokens[1],
+        "llm_cost_usd": cost, "trace_id": f"tr-{attempt_id}",
+        "result": {"document_type": "invoice", "extractor": "offline", "model": None, "pages": 1,
+                   "fields": {"invoice_number": {"value": f"INV-{attempt_id}", "confidence": confidence},
+                              "total": {"value": 1220.0, "confidence": confidence}}}})

@@ -1,0 +1,80 @@
+"""Identity behind Databricks Apps: forwarded headers name the caller, QUIRE_OPERATORS grants the
+operator role, the local token means nothing there; viewers are refused retry and cancel."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from schema import queue
+from tests.e2e.app_harness import TOKEN, launch_browser, make_pdf, start_app
+
+OPERATOR = "ops@example.com"
+VIEWER = "viewer@example.com"
+
+
+@pytest.fixture(scope="module")
+def app_server(pg_server_dsn, template_db, tmp_path_factory):
+    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory,
+                                       DATABRICKS_APP_NAME="quire-e2e", QUIRE_OPERATORS=f"Admin@example.com, {OPERATOR}")
+    queue.configure_agent(conn, "documents")
+    yield server, conn
+    teardown()
+
+
+def as_user(server, email: str):
+    return server.client(**{"X-Forwarded-Email": email, "X-Forwarded-User": email.split("@")[0]})
+
+
+def test_without_forwarded_identity_nothing_is_allowed(app_server):
+    server, conn = app_server
+    task = queue.enqueue(conn, agent="documents", document_uri="/a/x.pdf")
+    # The local operator token is no identity behind Databricks Apps.
+    with server.operator() as http:
+        assert http.get("/api/tasks").status_code == 401
+        assert http.post(f"/api/tasks/{task.id}/cancel").status_code == 401
+        assert http.post("/auth/session", json={"token": TOKEN}).status_code == 400
+    assert queue.get_task(conn, task.id).status.value == "enqueued"
+
+
+def test_viewers_submit_and_read_but_cannot_retry_or_cancel(app_server):
+    server, conn = app_server
+    with as_user(server, VIEWER) as http:
+        created = http.post("/api/tasks", files=[("files", ("v.pdf", make_pdf("viewer"), "application/pdf"))])
+        assert created.status_code == 201
+        task_id = created.json()["files"][0]["task_id"]
+        assert http.get(f"/api/tasks/{task_id}").json()["submitted_by"] == VIEWER
+        refused = http.post(f"/api/tasks/{task_id}/cancel")
+        assert refused.status_code == 403 and "operator" in refused.json()["detail"]
+        assert http.post(f"/api/tasks/{task_id}/retry").status_code == 403
+    assert queue.get_task(conn, task_id).status.value == "enqueued"
+    with as_user(server, "ADMIN@example.com") as http:  # emails compare without case
+        assert http.post(f"/api/tasks/{task_id}/cancel").json()["status"] == "cancelled"
+    assert queue.get_task(conn, task_id).cancelled_by == "ADMIN@example.com"
+
+
+def test_viewer_is_refused_in_the_table_and_operator_is_not(app_server):
+    server, conn = app_server
+    task = queue.enqueue(conn, agent="documents", document_uri="/a/table.pdf", customer="Auth Co")
+    with sync_playwright() as playwright:
+        browser = launch_browser(playwright)
+        try:
+            for email, allowed in ((VIEWER, False), (OPERATOR, True)):
+                context = browser.new_context(extra_http_headers={"X-Forwarded-Email": email})
+                context.set_default_timeout(10_000)
+                page = context.new_page()
+                page.goto(f"{server.url}/dashboard")
+                page.wait_for_function("() => window.did_handshake === true")
+                expect(page.locator('[data-testid="identity"]')).to_have_text(email)
+                page.locator(f'[data-testid="cancel-{task.id}"]').click()
+                status = page.locator(f'[data-testid="status-{task.id}"]')
+                if allowed:
+                    expect(status).to_have_text("cancelled")
+                else:
+                    expect(page.locator(".q-notification")).to_contain_text("needs the operator role")
+                    expect(status).to_have_text("enqueued")
+                    assert queue.get_task(conn, task.id).status.value == "enqueued"
+                context.close()
+        finally:
+            browser.close()
+    assert queue.get_task(conn, task.id).cancelled_by == OPERATOR

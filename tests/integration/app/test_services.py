@@ -1,0 +1,84 @@
+"""Submitting documents: every file checked before anything is written; duplicates offered."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from app import services
+from schema import db, queue
+from schema.settings import Settings
+from tests.e2e.app_harness import make_pdf
+
+
+@pytest.fixture
+def pool(db_dsn):
+    with db.make_pool(db_dsn, max_size=2) as pool:
+        yield pool
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(data_dir=tmp_path, max_upload_mb=1)
+
+
+def _submit(pool, settings, uploads, **options):
+    return asyncio.run(services.submit(pool, settings, uploads, services.SubmitOptions(agent="docs", **options),
+                                       submitted_by="alice"))
+
+
+def test_bad_files_leave_no_trace_and_good_ones_become_tasks(pool, settings, conn):
+    queue.configure_agent(conn, "docs")
+    uploads = [services.Upload("good.pdf", make_pdf("good", pages=2)), services.Upload("empty.pdf", b""),
+               services.Upload("notes.txt", b"hello"), services.Upload("huge.pdf", b"%PDF-" + b"0" * 1_000_001),
+               services.Upload("cut.pdf", make_pdf("cut")[:200])]
+    results = {r.name: r for r in _submit(pool, settings, uploads, customer="Acme")}
+    assert results["good.pdf"].outcome == "created" and results["good.pdf"].pages == 2
+    assert "empty" in results["empty.pdf"].error
+    assert "not a PDF" in results["notes.txt"].error
+    assert "over the 1 MB limit" in results["huge.pdf"].error
+    assert "damaged" in results["cut.pdf"].error
+    stored = [p for p in Path(settings.files_path).rglob("*") if p.is_file()]
+    assert [p.name for p in stored] == ["good.pdf"]
+    task = queue.get_task(conn, results["good.pdf"].task_id)
+    assert (task.submitted_by, task.customer, task.document_uri) == ("alice", "Acme", str(stored[0].resolve()))
+
+
+def test_a_known_document_is_offered_not_rerun(pool, settings, conn):
+    queue.configure_agent(conn, "docs")
+    data = make_pdf("twice")
+    [first, copy] = _submit(pool, settings, [services.Upload("a.pdf", data), services.Upload("b.pdf", data)])
+    assert first.outcome == "created" and copy.outcome == "duplicate"
+    assert copy.duplicate_of["id"] == first.task_id
+    [again] = _submit(pool, settings, [services.Upload("a.pdf", data)])
+    assert again.outcome == "duplicate" and again.task_id is None
+    [rerun] = _submit(pool, settings, [services.Upload("a.pdf", data)], rerun_duplicates=True,
+                      parent_id=first.task_id)
+    assert rerun.outcome == "created" and queue.get_task(conn, rerun.task_id).parent_id == first.task_id
+
+
+def test_an_unknown_agent_rejects_every_file(pool, settings):
+    results = _submit(pool, settings, [services.Upload("a.pdf", make_pdf("x"))])
+    assert results[0].outcome == "rejected" and "unknown agent" in results[0].error
+
+
+def test_samples_are_enqueued_once(pool, conn, tmp_path):
+    settings = Settings(data_dir=tmp_path, default_agent="docs")
+    queue.configure_agent(conn, "docs")
+    first = asyncio.run(services.submit_samples(pool, settings))
+    second = asyncio.run(services.submit_samples(pool, settings))
+    assert len(first) >= 6 and all(r.outcome == "created" for r in first)
+    assert all(r.outcome == "duplicate" for r in second)
+    customers = {queue.get_task(conn, r.task_id).customer for r in first}
+    assert None not in customers and len(customers) >= 2
+
+
+def test_filters_from_loose_input():
+    flt = services.make_filter("2024-03-01", "2024-03-31", ["failed"], ["a", ""], [])
+    assert flt.date_to.isoformat() == "2024-04-01T00:00:00+00:00" and flt.agents == ("a",)
+    with pytest.raises(ValueError):
+        services.make_filter(statuses=["done"])
+    with pytest.raises(ValueError):
+        services.make_filter(date_from="yesterday")

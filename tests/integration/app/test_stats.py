@@ -1,0 +1,132 @@
+"""The dashboard's read queries: every figure honours the filters; paging, sorting, duplicates."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from schema import queue, stats
+from schema.stats import TaskFilter
+from tests.factories import make_agent, make_task
+
+
+def _finish(conn, agent: str, *, confidence: float, tokens: int, cost: float) -> None:
+    for claim in queue.claim(conn, agent=agent, worker_id="w", limit=100):
+        queue.apply_callback(conn, claim.attempt_id, {
+            "status": "completed", "result": {"document_type": "invoice", "fields": {}}, "confidence": confidence,
+            "input_tokens": tokens, "output_tokens": tokens // 10, "llm_cost_usd": cost})
+        queue.record_compute(conn, claim.attempt_id, compute_seconds=2.0, compute_cost_usd=0.001, dbus=0.1)
+
+
+def _seed(conn) -> None:
+    make_agent(conn, "alpha")
+    make_agent(conn, "beta")
+    for _ in range(3):
+        make_task(conn, "alpha", customer="acme")
+    _finish(conn, "alpha", confidence=0.9, tokens=1000, cost=0.01)
+    for _ in range(2):
+        make_task(conn, "beta", customer="globex")
+    make_task(conn, "beta", customer=None)
+
+
+def test_summary_counts_spend_and_quality_per_filter(conn):
+    _seed(conn)
+    everything = stats.stats_summary_filtered(conn, TaskFilter())
+    assert everything.total == 6 and everything.counts["completed"] == 3 and everything.counts["enqueued"] == 3
+    assert (everything.input_tokens, everything.output_tokens) == (3000, 300)
+    assert float(everything.llm_cost_usd) == 0.03 and float(everything.compute_cost_usd) == 0.003
+    assert everything.median_latency_s is not None and abs(everything.avg_confidence - 0.9) < 1e-6
+    beta = stats.stats_summary_filtered(conn, TaskFilter(agents=("beta",)))
+    assert beta.total == 3 and beta.input_tokens == 0 and beta.median_latency_s is None
+    assert stats.stats_summary_filtered(conn, TaskFilter(customers=("acme",), statuses=("enqueued",))).total == 0
+    future = datetime.now(timezone.utc) + timedelta(days=1)
+    assert stats.stats_summary_filtered(conn, TaskFilter(date_from=future)).total == 0
+    assert stats.stats_summary_filtered(conn, TaskFilter(date_to=future)).total == 6
+
+
+def test_charts_follow_the_filter(conn):
+    _seed(conn)
+    overview = stats.stats_summary_filtered(conn, TaskFilter())
+    every = stats.stats_charts_filtered(conn, TaskFilter(), start=overview.first_created_at,
+                                        end=overview.last_activity_at)
+    assert {r["series"] for r in every.throughput} == {"submitted", "completed"}
+    assert [r["key"] for r in every.cost_by_agent] == ["alpha"]
+    assert sum(b["n"] for b in every.latency_bins) == 3 and sum(b["n"] for b in every.confidence_bins) == 3
+    assert every.confidence_bins[0]["lo"] == 0.9
+    beta = stats.stats_charts_filtered(conn, TaskFilter(agents=("beta",)), start=None, end=None)
+    assert beta.cost_by_agent == [] and beta.latency_bins == [] and beta.confidence_bins == []
+    assert sum(r["n"] for r in beta.throughput) == 3
+
+
+def test_table_pages_and_sorts_on_the_server(conn):
+    _seed(conn)
+    rows, total = stats.task_list_page(conn, TaskFilter(), sort="tokens", descending=True, limit=2, offset=0)
+    assert total == 6 and len(rows) == 2 and all(r.input_tokens == 1000 for r in rows)
+    rest, _ = stats.task_list_page(conn, TaskFilter(), sort="tokens", descending=True, limit=10, offset=2)
+    assert len(rest) == 4 and not {r.id for r in rest} & {r.id for r in rows}
+    by_customer, _ = stats.task_list_page(conn, TaskFilter(), sort="customer", descending=False, limit=10)
+    assert [r.customer for r in by_customer] == ["acme"] * 3 + ["globex"] * 2 + [None]
+    # An unknown sort key is never composed into SQL: it falls back to the id.
+    fallback, _ = stats.task_list_page(conn, TaskFilter(), sort="id; DROP TABLE tasks", limit=10)
+    assert [r.id for r in fallback] == sorted((r.id for r in fallback), reverse=True)
+
+
+def test_cursor_listing_is_newest_first_without_overlap(conn):
+    make_agent(conn)
+    ids = [make_task(conn).id for _ in range(5)]
+    first = stats.task_list_after(conn, TaskFilter(), before_id=None, limit=3)
+    second = stats.task_list_after(conn, TaskFilter(), before_id=first[-1].id, limit=3)
+    assert [r.id for r in first + second] == sorted(ids, reverse=True)
+
+
+def test_duplicate_lookup_prefers_a_completed_task(conn):
+    make_agent(conn)
+    digest = "ab" * 32
+    done = make_task(conn, document_sha256=digest)
+    _finish(conn, "docs", confidence=0.8, tokens=10, cost=0.0)
+    make_task(conn, document_sha256=digest)
+    assert stats.task_find_by_sha256(conn, [digest, "cd" * 32])[digest]["id"] == done.id
+
+
+def test_event_log_reads_for_replay_and_metrics(conn):
+    make_agent(conn)
+    task = make_task(conn)
+    queue.cancel(conn, task.id, actor="me")
+    events = stats.task_events_after(conn, 0)
+    assert [(e.status, e.prev_status, e.actor) for e in events] == [("enqueued", None, None),
+                                                                     ("cancelled", "enqueued", "me")]
+    assert stats.task_events_last_id(conn) == events[-1].id
+    assert stats.task_events_after(conn, events[-1].id) == []
+    make_task(conn)
+    assert stats.stats_queue_health(conn)[0]["agent"] == "docs"
+    assert stats.stats_filter_options(conn)["agent"] == ["docs"]
+
+
+def test_buckets_grow_with_the_span():
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert stats.bucket_for_span(start, start + timedelta(minutes=5)) == timedelta(seconds=10)
+    assert stats.bucket_for_span(start, start + timedelta(minutes=45)) == timedelta(minutes=1)
+    assert stats.bucket_for_span(start, start + timedelta(hours=10)) == timedelta(minutes=15)
+    assert stats.bucket_for_span(start, start + timedelta(days=20)) == timedelta(days=1)
+    assert stats.bucket_for_span(None, None) == timedelta(seconds=10)
+
+
+def test_billing_lookup_sends_the_run_ids_and_sums_the_rows():
+    from types import SimpleNamespace
+
+    from databricks.sdk.service.sql import StatementState
+
+    calls = []
+
+    class Statements:
+        def execute_statement(self, **kwargs):
+            calls.append(kwargs)
+            return SimpleNamespace(statement_id="s1", status=SimpleNamespace(state=StatementState.SUCCEEDED),
+                                   result=SimpleNamespace(data_array=[["11", "2.5", "1.75"], ["12", "0.5", "0.25"]]))
+
+    client = SimpleNamespace(statement_execution=Statements())
+    cost = stats.billing_compute_cost_for_runs(["11", "12"], warehouse_id="wh-1", client=client)
+    assert cost == {"cost_usd": 2.0, "dbus": 3.0, "runs": 2}
+    [call] = calls
+    assert call["warehouse_id"] == "wh-1" and "system.billing.usage" in call["statement"]
+    assert call["parameters"][0].name == "run_ids" and call["parameters"][0].value == "11,12"
+    assert stats.billing_compute_cost_for_runs([], warehouse_id="wh-1", client=client)["runs"] == 0
