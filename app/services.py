@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -17,7 +16,7 @@ from app.documents import CheckedDocument, DocumentRejected, check_document, sto
 from schema import queue, stats
 from schema.errors import InvalidTransition, NotFound, QuireError
 from schema.models import Task, TaskStatus
-from schema.settings import Settings
+from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskFilter, TaskRow
 
 T = TypeVar("T")
@@ -124,7 +123,7 @@ class ComputeCost:
 
 def warehouse_id() -> str | None:
     """The SQL warehouse for billing queries (QUIRE_WAREHOUSE_ID); unset means no billing tables."""
-    return os.environ.get("QUIRE_WAREHOUSE_ID") or None
+    return get_settings().warehouse_id
 
 
 async def compute_cost(pool: ConnectionPool, flt: TaskFilter) -> ComputeCost:

@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agents.callback import SIGNATURE_HEADER, derive_attempt_secret, sign
 from app.api.common import get_pool, get_settings
+from app.api.health import record_callback
 from schema import queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
@@ -117,7 +118,14 @@ async def post_callback(attempt_id: int, request: Request, pool: ConnectionPool 
                         settings: Settings = Depends(get_settings)) -> dict[str, Any]:
     """An agent's report for one attempt: applied once, replays answered with the same outcome."""
     body = await request.body()
-    return await _run(_apply, pool, settings, attempt_id, body, request.headers.get(SIGNATURE_HEADER))
+    try:
+        answer = await _run(_apply, pool, settings, attempt_id, body, request.headers.get(SIGNATURE_HEADER))
+    except HTTPException as exc:
+        if exc.status_code < 500:
+            record_callback("rejected")
+        raise
+    record_callback(answer["kind"])
+    return answer
 
 
 @router.post("/api/attempts/{attempt_id}/heartbeat")

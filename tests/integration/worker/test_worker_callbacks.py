@@ -148,3 +148,21 @@ def test_worker_callback_stale_failure_does_not_fail_a_newer_attempt(server, con
     assert stale.status_code == 200 and stale.json()["kind"] == "recorded"
     assert stale.json()["task_status"] == "processing"
     assert queue.get_task(conn, task.id).current_attempt_id == new.attempt_id
+
+
+def test_worker_callback_outcomes_are_counted_for_metrics(server, conn):
+    from app.api.health import COUNTERS
+
+    def counts():
+        return {labels["outcome"]: value for name, labels, value in COUNTERS.items()
+                if name == "quire_callback_outcomes_total"}
+
+    before = counts()
+    claim = claimed(conn)
+    url = f"{server}/api/callbacks/{claim.attempt_id}"
+    assert post(url, REPORT, "wrong-secret").status_code == 401
+    assert post(url, REPORT, claim.callback_secret).status_code == 200
+    assert post(url, REPORT, claim.callback_secret).status_code == 200
+    after = counts()
+    for outcome, delta in (("rejected", 1), ("applied", 1), ("duplicate", 1)):
+        assert after.get(outcome, 0) - before.get(outcome, 0) == delta
