@@ -171,10 +171,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--seconds", type=float, default=None, help="duration of each throughput run")
     parser.add_argument("--depths", default=None, help="comma-separated backlog depths")
+    parser.add_argument("--claimers", default=None, help="comma-separated claimer counts")
     args = parser.parse_args()
     seconds = args.seconds or (1.0 if args.quick else 5.0)
     depths = [int(d) for d in (args.depths or ("1000,10000" if args.quick else "10000,100000,1000000")).split(",")]
-    claimer_counts = [1, 4] if args.quick else [1, 4, 8]
+    claimer_counts = [int(c) for c in (args.claimers or ("1,4" if args.quick else "1,4,8")).split(",")]
     backlog = 5_000 if args.quick else 50_000
 
     import os
