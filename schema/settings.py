@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
 
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        # Agents run in directories of their own: a path relative to where quire started would
+        # point elsewhere for them.
+        return value.expanduser().resolve()
+
     @field_validator("worker")
     @classmethod
     def _on_off(cls, value: str) -> str:

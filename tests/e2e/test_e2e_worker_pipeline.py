@@ -18,6 +18,7 @@ def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = quire_env(db_dsn, tmp_path, public_url=base, compute_rate_usd_per_hour=3.6, poll_seconds=60)
+    env["QUIRE_DATA_DIR"] = "data"  # relative, as the default is: agents run in directories of their own
     server = Proc.callback_server(env, tmp_path, port)
     worker = None
     try:

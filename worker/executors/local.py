@@ -36,6 +36,9 @@ class LocalConfig:
     def __post_init__(self):
         if self.stderr_tail_chars < 0:
             raise ValueError("stderr_tail_chars must not be negative")
+        # Agents run with their run directory as working directory: paths handed to them must
+        # not depend on ours.
+        object.__setattr__(self, "runs_dir", Path(self.runs_dir).resolve())
 
 
 @dataclass

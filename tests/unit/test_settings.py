@@ -1,0 +1,38 @@
+"""Settings: defaults, validation, the agent configuration file."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from schema.settings import Settings
+
+
+def test_a_relative_data_dir_is_made_absolute_from_where_quire_starts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Settings(data_dir=Path(".quire")).data_dir == tmp_path / ".quire"
+    assert Settings(data_dir=Path(".quire")).files_path == tmp_path / ".quire" / "files"
+
+
+def test_worker_switch_accepts_only_on_or_off():
+    assert Settings(worker=" OFF ").worker == "off"
+    with pytest.raises(ValidationError, match="QUIRE_WORKER"):
+        Settings(worker="maybe")
+
+
+def test_without_a_config_file_there_is_one_default_agent(tmp_path):
+    agents = Settings(config=tmp_path / "missing.toml", default_agent="docs", lease_seconds=90).agent_configs()
+    assert list(agents) == ["docs"] and agents["docs"].lease_seconds == 90
+
+
+def test_config_file_errors_name_the_file_and_the_problem(tmp_path):
+    config = tmp_path / "quire.toml"
+    config.write_text("[agents.invoices\n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        Settings(config=config).agent_configs()
+    config.write_text("[agents.invoices]\nmax_concurrent = 3\n")
+    with pytest.raises(ValueError, match="max_concurrent"):
+        Settings(config=config).agent_configs()
+    config.write_text("title = 'no agents'\n")
+    with pytest.raises(ValueError, match="at least one"):
+        Settings(config=config).agent_configs()
