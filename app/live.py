@@ -1,22 +1,20 @@
-"""One LISTEN connection per process, fanned out to NiceGUI pages and SSE subscribers."""
+"""Fans the process's LISTEN connection (worker.listener.Listener) out to NiceGUI pages and SSE subscribers."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
-import psycopg
-
-from schema import db
 from schema.stats import StreamEvent
+from worker.listener import Listener, ListenerConfig
 
 log = logging.getLogger("quire.live")
 
-CHANNEL = "quire_tasks"
-APPLICATION_NAME = "quire-listen"
+# The app's reconnect pacing: a restarting database refuses connections for a while, and the
+# header's indicator (redrawn every 0.5 s) shows `polling` meanwhile.
+LISTENER_CONFIG = ListenerConfig(reconnect_min_seconds=2.0, reconnect_max_seconds=10.0)
 
 
 class Subscription:
@@ -71,32 +69,48 @@ class Subscription:
         self._owner._subscribers.discard(self)
 
 
-def parse_payload(payload: str) -> list[StreamEvent]:
-    """The trigger's payload: a JSON list of {"e", "id", "a", "s", "p"}."""
-    return [StreamEvent(id=int(item["e"]), task_id=int(item["id"]), agent=item["a"], status=item["s"],
-                        prev_status=item.get("p")) for item in json.loads(payload)]
+def stream_event(item: dict[str, Any]) -> StreamEvent:
+    """One event of the trigger's payload ({"e", "id", "a", "s", "p"}) as a StreamEvent."""
+    return StreamEvent(id=int(item["e"]), task_id=int(item["id"]), agent=item["a"], status=item["s"],
+                       prev_status=item.get("p"))
 
 
 class Broadcaster:
-    """Holds the process's LISTEN connection, checks its health and reconnects after loss."""
+    """Runs the process's Listener between start() and stop() and fans its events out to subscribers.
 
-    def __init__(self, dsn: str, *, health_interval: float = 5.0,
-                 retry_delays: tuple[float, ...] = (2.0, 2.0, 5.0, 10.0)) -> None:
-        self.dsn = dsn
-        self.health_interval = health_interval
-        # The first retry waits a little: a restarting database refuses connections for a while.
-        self.retry_delays = retry_delays
-        self.healthy = False
-        self.connects = 0
-        self.notifications = 0
-        self.events_seen = 0
-        self.last_error: str | None = None
+    Other consumers in the process (the co-hosted worker) register on `listener` themselves.
+    """
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
         self._subscribers: set[Subscription] = set()
         self._buffer: list[StreamEvent] = []
         self._flush_scheduled = False
         self._task: asyncio.Task | None = None
         self._stop = asyncio.Event()
-        self._listeners: list[Callable[[bool], None]] = []
+        listener.on_events(self._receive)
+        # Notifications sent while nobody listened are gone: every reader catches up from the log.
+        listener.on_missed(self._mark_all_lagged)
+
+    @property
+    def healthy(self) -> bool:
+        return self.listener.live
+
+    @property
+    def connects(self) -> int:
+        return self.listener.connects
+
+    @property
+    def notifications(self) -> int:
+        return self.listener.notifications
+
+    @property
+    def events_seen(self) -> int:
+        return self.listener.events_seen
+
+    @property
+    def last_error(self) -> str | None:
+        return self.listener.last_error
 
     @property
     def subscribers(self) -> int:
@@ -108,74 +122,29 @@ class Broadcaster:
         return sub
 
     def on_health_change(self, callback: Callable[[bool], None]) -> None:
-        self._listeners.append(callback)
+        self.listener.on_live_change(callback)
 
     async def start(self) -> None:
         self._stop.clear()
-        self._task = asyncio.create_task(self._run(), name="quire-listen")
+        self._task = asyncio.create_task(self.listener.run(self._stop), name="quire-listen")
 
     async def stop(self) -> None:
         self._stop.set()
         if self._task:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._set_healthy(False)
+            await asyncio.gather(self._task, return_exceptions=True)
 
-    async def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                await self._listen()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # any loss of the connection: note it, wait, reconnect
-                self.last_error = f"{type(exc).__name__}: {exc}".strip()
-                log.warning("LISTEN connection lost (%s); polling until it is back", self.last_error)
-            self._set_healthy(False)
-            delay = self.retry_delays[min(failures, len(self.retry_delays) - 1)]
-            failures += 1
-            try:
-                await asyncio.wait_for(self._stop.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
+    def _mark_all_lagged(self) -> None:
+        for sub in list(self._subscribers):
+            sub.mark_lagged()
 
-    async def _listen(self) -> None:
-        conn = await psycopg.AsyncConnection.connect(
-            self.dsn, autocommit=True, application_name=APPLICATION_NAME, **db.connection_kwargs())
-        async with conn:
-            await conn.execute(f"LISTEN {CHANNEL}")
-            await self._check(conn)
-            self.connects += 1
-            if self.connects > 1:
-                # Notifications sent while we were away are gone: everyone catches up from the log.
-                for sub in list(self._subscribers):
-                    sub.mark_lagged()
-            self._set_healthy(True)
-            while not self._stop.is_set():
-                async for notify in conn.notifies(timeout=self.health_interval):
-                    self._receive(notify.payload)
-                await asyncio.wait_for(self._check(conn), timeout=max(self.health_interval, 3.0))
-
-    @staticmethod
-    async def _check(conn: psycopg.AsyncConnection) -> None:
-        cur = await conn.execute("SELECT %s = ANY(ARRAY(SELECT pg_listening_channels()))", [CHANNEL])
-        row = await cur.fetchone()
-        if not row or not row[0]:
-            raise RuntimeError(f"the connection is no longer listening on {CHANNEL}")
-
-    def _receive(self, payload: str) -> None:
-        self.notifications += 1
+    def _receive(self, items: list[dict[str, Any]]) -> None:
         try:
-            events = parse_payload(payload)
+            events = [stream_event(item) for item in items]
         except (ValueError, KeyError, TypeError) as exc:
-            log.error("unreadable notification %r: %s", payload[:200], exc)
-            for sub in list(self._subscribers):
-                sub.mark_lagged()
+            log.error("unreadable task events %r: %s", items[:5], exc)
+            self._mark_all_lagged()
             return
-        self.events_seen += len(events)
         self._buffer.extend(events)
         if not self._flush_scheduled:
             # Every notification of one network read arrives before this runs: one wake-up per burst.
@@ -187,16 +156,6 @@ class Broadcaster:
         events, self._buffer = self._buffer, []
         for sub in list(self._subscribers):
             sub.push(events)
-
-    def _set_healthy(self, healthy: bool) -> None:
-        if healthy == self.healthy:
-            return
-        self.healthy = healthy
-        for callback in self._listeners:
-            try:
-                callback(healthy)
-            except Exception:  # a listener's failure must not take the connection down
-                log.exception("health listener failed")
 
 
 _current: Broadcaster | None = None

@@ -6,8 +6,12 @@ import asyncio
 import importlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from schema.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.listener import Listener
 
 log = logging.getLogger("quire.app")
 STATIC = Path(__file__).with_name("static")
@@ -31,8 +35,9 @@ def _optional_module(name: str):
         raise
 
 
-def _host_worker(app, settings: Settings, dsn: str, base_url: str) -> None:
-    """Runs worker.daemon.WorkerDaemon in this process's event loop, stopping it on shutdown."""
+def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Listener) -> None:
+    """Runs worker.daemon.WorkerDaemon in this process's event loop on the process's one Listener,
+    stopping it on shutdown."""
     daemon_module = _optional_module("worker.daemon")
     if daemon_module is None:
         log.warning("worker.daemon is not available: tasks wait until a worker runs")
@@ -40,7 +45,7 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str) -> None:
     stop = asyncio.Event()
 
     async def start() -> None:
-        daemon = daemon_module.WorkerDaemon(settings, dsn, callback_base_url=base_url)
+        daemon = daemon_module.WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
         app.state.worker = daemon
         task = asyncio.create_task(daemon.run(stop), name="quire-worker")
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
@@ -68,11 +73,12 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from app.api import events, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
+    from worker.listener import Listener
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     authenticator = auth.Authenticator(settings)
     auth.install(authenticator)
-    broadcaster = live.Broadcaster(dsn)
+    broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
     live.install(broadcaster)
     app.state.settings = settings
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
@@ -87,7 +93,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     app.on_startup(broadcaster.start)
     app.on_shutdown(broadcaster.stop)
     if worker and settings.worker == "on":
-        _host_worker(app, settings, dsn, base_url)
+        _host_worker(app, settings, dsn, base_url, broadcaster.listener)
     if samples:
         async def enqueue_samples() -> None:
             results = await services.submit_samples(app.state.pool, settings)

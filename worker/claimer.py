@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 from schema import queue, worker_queries
 from schema.models import TaskStatus
 from worker import logs
+from worker.counters import WorkerCounters
 from worker.executors.base import Executor
 from worker.runs import RunTable
 from worker.wakeup import Wakeup, pause
@@ -63,6 +64,11 @@ class Claimer:
             return self.config.concurrency - self.table.count(local=True)
         return self.config.max_remote_runs - self.table.count(local=False)
 
+    @property
+    def counters(self) -> WorkerCounters:
+        """The worker's counters (shared with its run table)."""
+        return self.table.counters
+
     def run_once(self) -> int:
         """One round over the agents with a backlog; returns how many tasks it claimed."""
         if self.paused or not self.free_any():
@@ -75,6 +81,7 @@ class Claimer:
         # Each round starts from the next agent, so one busy agent cannot take every free slot.
         start = next(self._turn) % len(backlog)
         claimed = 0
+        cut_short: list[str] = []
         for name in backlog[start:] + backlog[:start]:
             agent = agents.get(name)
             executor = self.executors.get(agent.executor) if agent else None
@@ -86,6 +93,9 @@ class Claimer:
                 continue
             with self.table.connection() as conn:
                 claims = queue.claim(conn, agent=name, worker_id=self.worker_id, limit=free)
+            self.counters.add("claims", len(claims))
+            if agent.throttled and len(claims) < free:
+                cut_short.append(name)
             for claim in claims:
                 logs.change("task", "claimed", task=claim.task.id, attempt=claim.attempt_id, agent=name,
                             priority=claim.task.priority, attempt_no=claim.attempt_no,
@@ -95,7 +105,19 @@ class Claimer:
                     continue
                 self.table.launch(claim, agent, executor)
             claimed += len(claims)
+        if cut_short:
+            self._count_throttled(cut_short)
         return claimed
+
+    def _count_throttled(self, agents: list[str]) -> None:
+        """Counts the throttled agents whose claim fell short while work was left: their limits held it."""
+        try:
+            with self.table.connection() as conn:
+                backlog = set(queue.agents_with_backlog(conn))
+        except Exception as exc:  # a figure for /metrics must not fail a round that claimed
+            logs.problem("count throttled claims", exc, worker=self.worker_id)
+            return
+        self.counters.add("throttled_claims", sum(name in backlog for name in agents))
 
     def _skip(self, agent: str, executor: str | None) -> None:
         """Logs, once per agent, an agent whose executor this worker lacks."""
@@ -109,6 +131,7 @@ class Claimer:
         """Hands a task claimed while pausing straight back to the queue."""
         with self.table.connection() as conn:
             if queue.hand_back(conn, claim.attempt_id):
+                self.counters.add("runs_handed_back")
                 logs.change("task", "handed_back", task=claim.task.id, attempt=claim.attempt_id,
                             worker=self.worker_id)
 

@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import socket
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -16,6 +17,7 @@ from schema.settings import Settings
 from worker import logs
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
+from worker.counters import WorkerCounters
 from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
@@ -36,13 +38,15 @@ def default_worker_id() -> str:
 class WorkerDaemon:
     """Runs one worker inside an asyncio loop until its stop event is set.
 
-    WorkerDaemon(settings, dsn, *, worker_id=None, concurrency=None, callback_base_url=None):
+    WorkerDaemon(settings, dsn, *, worker_id=None, concurrency=None, callback_base_url=None, listener=None):
       settings           schema.settings.Settings (grace, sweep and reconcile intervals, rates, ...)
       dsn                the queue's database, already migrated (schema.bootstrap.prepare_database)
       worker_id          how attempts name this worker; default QUIRE_WORKER_ID or host-pid-random
       concurrency        local runs at once; default QUIRE_WORKER_CONCURRENCY or the CPU count
       callback_base_url  where agents report (the app's URL); default QUIRE_PUBLIC_URL; when
                          unset, local runs hand their report to the worker, which applies it itself
+      listener           the process's worker.listener.Listener, run by its owner; the daemon only
+                         registers on it. Without one the daemon runs a Listener of its own.
 
     Co-hosting in another asyncio program (the app does this unless QUIRE_WORKER=off):
         stop = asyncio.Event()
@@ -50,11 +54,12 @@ class WorkerDaemon:
         ...
         stop.set(); await task   # stops claiming, lets runs finish within the grace, hands back the rest
     Schema calls run in the daemon's own threads over its own connection pool; the LISTEN
-    connection is a separate async connection.
+    connection is the Listener's async connection, one per process.
     """
 
     def __init__(self, settings: Settings, dsn: str, *, worker_id: str | None = None,
-                 concurrency: int | None = None, callback_base_url: str | None = None):
+                 concurrency: int | None = None, callback_base_url: str | None = None,
+                 listener: Listener | None = None):
         self.settings = settings
         self.dsn = dsn
         self.worker_id = worker_id or settings.worker_id or default_worker_id()
@@ -64,8 +69,15 @@ class WorkerDaemon:
         self.callback_base_url = callback_base_url or settings.public_url
         self.grace_seconds = settings.shutdown_grace_seconds
         self.table: RunTable | None = None
-        self.listener: Listener | None = None
+        self._owns_listener = listener is None
+        self.listener = listener or Listener(dsn, name=self.worker_id)
+        self._counters = WorkerCounters()
         self._hurry = asyncio.Event()
+
+    @property
+    def counters(self) -> Mapping[str, int]:
+        """What this worker did since it was made, by name (claims, throttled_claims, ...), for /metrics."""
+        return self._counters.snapshot()
 
     def hurry(self) -> None:
         """Cuts the shutdown grace short: runs still in flight are handed back at once."""
@@ -99,15 +111,20 @@ class WorkerDaemon:
 
         self.table = table = RunTable(pool, executors, RunTableConfig(
             worker_id=self.worker_id, callback_base_url=self.callback_base_url,
-            compute_rate_usd_per_hour=self.settings.compute_rate_usd_per_hour), on_exit=beat_wake.set)
+            compute_rate_usd_per_hour=self.settings.compute_rate_usd_per_hour), on_exit=beat_wake.set,
+            counters=self._counters)
         claimer = Claimer(table, executors, ClaimerConfig(concurrency=self.concurrency,
                                                           poll_seconds=self.settings.poll_seconds))
         heartbeats = Heartbeats(table, on_settled=settled)
-        sweeper = Sweeper(pool, self.worker_id, SweeperConfig(interval_seconds=self.settings.sweep_seconds))
+        sweeper = Sweeper(pool, self.worker_id, SweeperConfig(interval_seconds=self.settings.sweep_seconds),
+                          counters=self._counters)
         costs = CostReconciler(pool, self.worker_id, tracking_uri,
                                CostConfig(interval_seconds=self.settings.reconcile_seconds))
-        self.listener = Listener(self.dsn, lambda events: claim_wake.set() if wants_claim(events) else None,
-                                 worker_id=self.worker_id, on_reconnect=claim_wake.set)
+        unregister = [
+            self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
+            # Notifications may have been lost (a reconnect): look for work at once.
+            self.listener.on_missed(claim_wake.set),
+        ]
         logs.change("worker", "started", worker=self.worker_id, concurrency=self.concurrency,
                     callback_base_url=self.callback_base_url, tracking=bool(tracking_uri),
                     executors=sorted(executors))
@@ -118,8 +135,9 @@ class WorkerDaemon:
             "heartbeats": lambda: heartbeats.loop(services_stop, beat_wake, call),
             "sweeper": lambda: sweeper.loop(services_stop, call),
             "costs": lambda: costs.loop(services_stop, call),
-            "listener": lambda: self.listener.run(services_stop),
         }
+        if self._owns_listener:
+            services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
         try:
             await self._supervise(stop, tasks, services)
@@ -130,6 +148,8 @@ class WorkerDaemon:
             handed = await call(table.hand_back_all)
             logs.change("worker", "drained", worker=self.worker_id, handed_back=handed)
         finally:
+            for remove in unregister:
+                remove()
             services_stop.set()
             for task in tasks.values():
                 task.cancel()

@@ -1,9 +1,11 @@
-"""The worker's LISTEN connection: wakes the claim loop on task events, survives database restarts."""
+"""The process's one LISTEN connection on `quire_tasks`: keeps it healthy and hands events to its consumers."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -12,6 +14,8 @@ import psycopg
 from schema import db
 from schema.sql import q
 from worker import logs
+
+Events = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,8 @@ class ListenerConfig:
     reconnect_min_seconds: float = 0.2
     reconnect_max_seconds: float = 5.0
     connect_timeout_seconds: float = 5.0
+    # How the connection shows in pg_stat_activity: one such backend per process.
+    application_name: str = "quire-listen"
 
     def __post_init__(self):
         if min(self.health_seconds, self.reconnect_min_seconds, self.connect_timeout_seconds) <= 0:
@@ -30,37 +36,85 @@ class ListenerConfig:
             raise ValueError("reconnect_max_seconds must not be below reconnect_min_seconds")
 
 
-def parse_events(payload: str) -> list[dict[str, Any]]:
-    """The events of one notification (a JSON list of {"e","id","a","s","p"}); [] if unreadable."""
+def parse_events(payload: str) -> Events | None:
+    """The events of one notification (a JSON list of {"e","id","a","s","p"}); None if unreadable."""
     try:
         events = json.loads(payload)
     except ValueError:
-        return []
+        return None
     if isinstance(events, dict):
         events = [events]
-    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        return None
+    return events
+
+
+class _Handlers:
+    """Callbacks of one kind; each may be removed again, and one failing does not stop the others."""
+
+    def __init__(self, kind: str, owner: str):
+        self.kind = kind
+        self.owner = owner
+        self._items: list[Callable[..., None]] = []
+
+    def add(self, handler: Callable[..., None]) -> Callable[[], None]:
+        """Registers `handler`; returns the function that removes it."""
+        self._items.append(handler)
+        return lambda: self._items.remove(handler) if handler in self._items else None
+
+    def __call__(self, *args: Any) -> None:
+        """Calls every handler with `args`."""
+        for handler in list(self._items):
+            try:
+                handler(*args)
+            except Exception as exc:  # a consumer's failure must not take the connection down
+                logs.problem(f"{self.kind} handler", exc, listener=self.owner)
 
 
 class Listener:
-    """One autocommit async connection listening on `quire_tasks`; `live` is False while polling."""
+    """One autocommit async connection listening on `quire_tasks`, shared by every consumer in the process.
 
-    def __init__(self, dsn: str, on_events: Callable[[list[dict[str, Any]]], None], *,
-                 worker_id: str, config: ListenerConfig | None = None,
-                 on_reconnect: Callable[[], None] | None = None):
+    Consumers register handlers: `on_events` (each readable notification's events),
+    `on_missed` (notifications may have been lost: after every (re)connect and after an unreadable
+    one, so consumers catch up from the tables) and `on_live_change` (listening vs polling).
+    Its owner runs it (`run(stop)`); the other consumers only register.
+    """
+
+    def __init__(self, dsn: str, *, name: str | None = None, config: ListenerConfig | None = None):
         self.dsn = dsn
-        self.on_events = on_events
-        self.on_reconnect = on_reconnect or (lambda: None)
-        self.worker_id = worker_id
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.config = config or ListenerConfig()
         self.live = False
         self.connects = 0
+        self.notifications = 0
+        self.events_seen = 0
+        self.last_error: str | None = None
+        self._events = _Handlers("events", self.name)
+        self._missed = _Handlers("missed", self.name)
+        self._live_change = _Handlers("live change", self.name)
+
+    def on_events(self, handler: Callable[[Events], None]) -> Callable[[], None]:
+        """Calls `handler(events)` in the loop for every readable notification; returns its remover."""
+        return self._events.add(handler)
+
+    def on_missed(self, handler: Callable[[], None]) -> Callable[[], None]:
+        """Calls `handler()` whenever notifications may have been lost; returns its remover."""
+        return self._missed.add(handler)
+
+    def on_live_change(self, handler: Callable[[bool], None]) -> Callable[[], None]:
+        """Calls `handler(live)` when the connection starts or stops listening; returns its remover."""
+        return self._live_change.add(handler)
 
     async def _connect(self) -> psycopg.AsyncConnection:
         """A new autocommit connection that listens on the channel."""
         conn = await psycopg.AsyncConnection.connect(
             self.dsn, autocommit=True, connect_timeout=max(1, int(self.config.connect_timeout_seconds)),
-            **db.connection_kwargs())
-        await conn.execute(q("channel_listen_tasks"))
+            application_name=self.config.application_name, **db.connection_kwargs())
+        try:
+            await conn.execute(q("channel_listen_tasks"))
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     async def healthy(self, conn: psycopg.AsyncConnection) -> bool:
@@ -70,47 +124,70 @@ class Listener:
         row = await cur.fetchone()
         return bool(row and row[0])
 
-    def _set_live(self, live: bool, error: BaseException | None = None) -> None:
-        """Records and logs a change between listening and polling."""
+    def _set_live(self, live: bool, error: str | None = None) -> None:
+        """Records, logs and announces a change between listening and polling."""
         if live == self.live:
             return
         self.live = live
-        logs.change("worker", "listening" if live else "polling", worker=self.worker_id,
-                    connects=self.connects, error=f"{type(error).__name__}: {error}" if error else None)
+        logs.change("worker", "listening" if live else "polling", listener=self.name,
+                    connects=self.connects, error=error)
+        self._live_change(live)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Listens until stopped; after any failure reconnects with backoff and listens again."""
         delay = self.config.reconnect_min_seconds
-        while not stop.is_set():
-            conn = None
-            try:
-                conn = await self._connect()
-                self.connects += 1
-                self._set_live(True)
-                delay = self.config.reconnect_min_seconds
-                # Anything published while we were away is lost: look for work at once.
-                self.on_reconnect()
-                await self._listen(conn, stop)
-            except (psycopg.Error, OSError, asyncio.TimeoutError, RuntimeError) as exc:
-                self._set_live(False, exc)
-                await self._sleep(stop, delay)
-                delay = min(delay * 2, self.config.reconnect_max_seconds)
-            finally:
-                if conn is not None:
-                    await conn.close()
-        self._set_live(False)
+        try:
+            while not stop.is_set():
+                connects = self.connects
+                try:
+                    await self._session(stop)
+                except Exception as exc:  # no connection, or a lost one: poll until it is back
+                    self._lost(exc)
+                    if self.connects > connects:  # it had connected: the backoff starts again
+                        delay = self.config.reconnect_min_seconds
+                    await self._sleep(stop, delay)
+                    delay = min(delay * 2, self.config.reconnect_max_seconds)
+        finally:
+            self._set_live(False)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        """One connection's life: connect, listen, pass notifications on until stopped or lost."""
+        conn = await self._connect()
+        try:
+            self.connects += 1
+            # Anything published while nobody listened is lost: consumers catch up first.
+            self._missed()
+            self._set_live(True)
+            await self._listen(conn, stop)
+        finally:
+            await conn.close()
+
+    def _lost(self, exc: BaseException) -> None:
+        """Notes why the connection is gone and switches to polling."""
+        self.last_error = f"{type(exc).__name__}: {exc}".strip()
+        self._set_live(False, self.last_error)
 
     async def _listen(self, conn: psycopg.AsyncConnection, stop: asyncio.Event) -> None:
         """Passes notifications on, checking health between them; raises when unhealthy."""
         while not stop.is_set():
             async for notify in conn.notifies(timeout=self.config.health_seconds):
-                events = parse_events(notify.payload)
-                if events:
-                    self.on_events(events)
+                self._receive(notify.payload)
                 if stop.is_set():
                     return
             if not await self.healthy(conn):
                 raise RuntimeError("the connection no longer listens on quire_tasks")
+
+    def _receive(self, payload: str) -> None:
+        """Counts one notification and hands its events on; an unreadable one counts as missed."""
+        self.notifications += 1
+        events = parse_events(payload)
+        if events is None:
+            logs.problem("read notification", f"unreadable payload {payload[:200]!r}", listener=self.name)
+            self._missed()
+            return
+        self.events_seen += len(events)
+        if events:
+            self._events(events)
 
     @staticmethod
     async def _sleep(stop: asyncio.Event, seconds: float) -> None:

@@ -11,6 +11,7 @@ from schema import queue
 from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim
 from worker import logs
+from worker.counters import WorkerCounters
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
 
 # Attempt states in which nobody else has settled the attempt: the worker may report for it.
@@ -65,10 +66,11 @@ class RunTable:
     """Attempts in flight on this worker; safe to use from the service threads at once."""
 
     def __init__(self, pool, executors: dict[str, Executor], config: RunTableConfig,
-                 on_exit: Callable[[], None] | None = None):
+                 on_exit: Callable[[], None] | None = None, counters: WorkerCounters | None = None):
         self.pool = pool
         self.executors = executors
         self.config = config
+        self.counters = counters or WorkerCounters()
         self._on_exit = on_exit or (lambda: None)
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()
@@ -121,6 +123,7 @@ class RunTable:
                   next_beat=time.monotonic() + self._beat_interval(agent))
         with self._lock:
             self._runs[claim.attempt_id] = run
+        self.counters.add("runs_started")
         logs.change("attempt", "started", attempt=claim.attempt_id, task=claim.task.id, agent=agent.name,
                     executor=executor.name, pid=handle.pid, job_run_id=handle.job_run_id,
                     worker=self.config.worker_id)
@@ -272,6 +275,7 @@ class RunTable:
                 continue
             if given:
                 handed += 1
+                self.counters.add("runs_handed_back")
                 logs.change("task", "handed_back", task=run.claim.task.id, attempt=run.attempt_id,
                             worker=self.config.worker_id)
             try:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from schema import queue
 from worker import logs
+from worker.counters import WorkerCounters
 from worker.wakeup import pause
 
 
@@ -27,17 +28,19 @@ class Sweeper:
     """Runs `schema.queue.sweep`; any number of workers may sweep at once (SKIP LOCKED)."""
 
     def __init__(self, pool, worker_id: str, config: SweeperConfig | None = None,
-                 db_timeout_seconds: float = 10.0):
+                 db_timeout_seconds: float = 10.0, counters: WorkerCounters | None = None):
         self.pool = pool
         self.worker_id = worker_id
         self.config = config or SweeperConfig()
         self.db_timeout_seconds = db_timeout_seconds
+        self.counters = counters or WorkerCounters()
 
     def run_once(self) -> int:
         """One sweep; returns how many tasks it took back (re-enqueued or failed for good)."""
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
             swept = queue.sweep(conn, batch=self.config.batch)
         if swept:
+            self.counters.add("sweeps_recovered", swept)
             logs.change("task", "swept", count=swept, worker=self.worker_id)
         return swept
 

@@ -4,10 +4,12 @@ browser, and helpers to wait on conditions and to make PDFs."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -130,6 +132,57 @@ class AppServer:
 
     def operator(self) -> httpx.Client:
         return self.client(Authorization=f"Bearer {TOKEN}")
+
+
+class SseReader(threading.Thread):
+    """Reads an SSE stream into a list of (event, id, data) until told to stop."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.headers = url, headers
+        self.messages: list[tuple[str, int | None, dict]] = []
+        self.connected = threading.Event()
+        self.stop = threading.Event()
+        self._response: httpx.Response | None = None
+
+    def close(self) -> None:
+        """Stops reading and hangs up, as a browser tab closing would."""
+        self.stop.set()
+        if self._response is not None:
+            self._response.close()
+        self.join(0.5)
+
+    def run(self) -> None:
+        try:
+            self._read()
+        except (httpx.HTTPError, AttributeError, ValueError):
+            if not self.stop.is_set():
+                raise
+
+    def _read(self) -> None:
+        with httpx.Client(timeout=httpx.Timeout(30, read=30)) as http:
+            with http.stream("GET", self.url, headers=self.headers) as response:
+                self._response = response
+                assert response.status_code == 200
+                assert response.headers["content-type"].startswith("text/event-stream")
+                event, event_id, data = "message", None, ""
+                for line in response.iter_lines():
+                    if line.startswith("retry:"):
+                        self.connected.set()
+                    elif line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("id:"):
+                        event_id = int(line[3:].strip())
+                    elif line.startswith("data:"):
+                        data += line[5:].strip()
+                    elif line == "" and data:
+                        self.messages.append((event, event_id, json.loads(data)))
+                        event, event_id, data = "message", None, ""
+                    if self.stop.is_set():
+                        return
+
+    def task_events(self) -> list[dict]:
+        return [data for event, _, data in self.messages if event == "task"]
 
 
 def start_app(pg_server_dsn: str, template_db: str, tmp_path_factory, **env: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -10,7 +9,7 @@ import httpx
 import pytest
 
 from schema import db, queue
-from tests.e2e.app_harness import TOKEN, complete, start_app
+from tests.e2e.app_harness import TOKEN, SseReader, complete, start_app
 
 
 @pytest.fixture(scope="module")
@@ -19,57 +18,6 @@ def app_server(pg_server_dsn, template_db, tmp_path_factory):
     queue.configure_agent(conn, "documents")
     yield server, conn
     teardown()
-
-
-class Reader(threading.Thread):
-    """Reads an SSE stream into a list of (event, id, data) until told to stop."""
-
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
-        super().__init__(daemon=True)
-        self.url, self.headers = url, headers
-        self.messages: list[tuple[str, int | None, dict]] = []
-        self.connected = threading.Event()
-        self.stop = threading.Event()
-        self._response: httpx.Response | None = None
-
-    def close(self) -> None:
-        """Stops reading and hangs up, as a browser tab closing would."""
-        self.stop.set()
-        if self._response is not None:
-            self._response.close()
-        self.join(0.5)
-
-    def run(self) -> None:
-        try:
-            self._read()
-        except (httpx.HTTPError, AttributeError, ValueError):
-            if not self.stop.is_set():
-                raise
-
-    def _read(self) -> None:
-        with httpx.Client(timeout=httpx.Timeout(30, read=30)) as http:
-            with http.stream("GET", self.url, headers=self.headers) as response:
-                self._response = response
-                assert response.status_code == 200
-                assert response.headers["content-type"].startswith("text/event-stream")
-                event, event_id, data = "message", None, ""
-                for line in response.iter_lines():
-                    if line.startswith("retry:"):
-                        self.connected.set()
-                    elif line.startswith("event:"):
-                        event = line[6:].strip()
-                    elif line.startswith("id:"):
-                        event_id = int(line[3:].strip())
-                    elif line.startswith("data:"):
-                        data += line[5:].strip()
-                    elif line == "" and data:
-                        self.messages.append((event, event_id, json.loads(data)))
-                        event, event_id, data = "message", None, ""
-                    if self.stop.is_set():
-                        return
-
-    def task_events(self) -> list[dict]:
-        return [data for event, _, data in self.messages if event == "task"]
 
 
 def _wait(condition, timeout: float, what: str):
@@ -83,7 +31,7 @@ def _wait(condition, timeout: float, what: str):
 
 def test_every_state_change_of_100_tasks_arrives_in_order(app_server):
     server, conn = app_server
-    reader = Reader(f"{server.url}/api/events", {"Authorization": f"Bearer {TOKEN}"})
+    reader = SseReader(f"{server.url}/api/events", {"Authorization": f"Bearer {TOKEN}"})
     reader.start()
     assert reader.connected.wait(10)
     _wait(lambda: reader.messages and reader.messages[0][0] == "snapshot", 10, "the snapshot")
@@ -152,7 +100,8 @@ def test_resume_with_last_event_id_replays_what_was_missed(app_server):
     mark = queue_events(conn, 0)[-1]["id"]
     second = queue.enqueue(conn, agent="documents", document_uri="/sse/resume-b.pdf")
     queue.cancel(conn, second.id, actor="sse-test")
-    reader = Reader(f"{server.url}/api/events", {"Authorization": f"Bearer {TOKEN}", "Last-Event-ID": str(mark)})
+    reader = SseReader(f"{server.url}/api/events",
+                       {"Authorization": f"Bearer {TOKEN}", "Last-Event-ID": str(mark)})
     reader.start()
     _wait(lambda: len(reader.task_events()) >= 2, 10, "the replay")
     replayed = reader.task_events()

@@ -3,13 +3,16 @@ reports to the app's own callback route, and the worker stops with the app."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
+import httpx
+import psycopg
 import pytest
 
 from schema import queue
-from tests.e2e.app_harness import start_app
+from tests.e2e.app_harness import TOKEN, SseReader, start_app, wait_until
 
 SAMPLES = Path(__file__).resolve().parents[2] / "app" / "samples"
 
@@ -20,6 +23,57 @@ def app_server(pg_server_dsn, template_db, tmp_path_factory):
                                        QUIRE_WORKER="on", QUIRE_WORKER_CONCURRENCY="2")
     yield server, conn
     teardown()
+
+
+def listening_backends(server) -> list[int]:
+    """Backends of the app's database that listen, or check a LISTEN (by name or by what they run)."""
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        return [pid for (pid,) in admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND (application_name = 'quire-listen' OR query ~* '^\\s*LISTEN\\M' "
+            "OR query ILIKE '%%pg_listening_channels%%')")]
+
+
+def worker_counter(server, name: str) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    found = re.search(rf"^quire_worker_{name}_total (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else -1
+
+
+def test_the_page_feed_and_the_cohosted_worker_share_one_listen_connection(app_server):
+    server, conn = app_server
+    queue.configure_agent(conn, "quick", executor="noop")
+    reader = SseReader(f"{server.url}/api/events", {"Authorization": f"Bearer {TOKEN}"})
+    reader.start()
+    try:
+        assert reader.connected.wait(10)
+        [pid] = wait_until(lambda: listening_backends(server), timeout=10, message="the LISTEN backend")
+        claims_before = worker_counter(server, "claims")
+
+        def round_trip(n: int) -> None:
+            """The worker claims and completes new tasks, and the SSE subscriber sees them end."""
+            ids = {queue.enqueue(conn, agent="quick", document_uri=f"/x/share-{n}-{i}.pdf").id for i in range(3)}
+            wait_until(lambda: ids <= {e["task_id"] for e in reader.task_events() if e["status"] == "completed"},
+                       timeout=20, message="the worker to complete the tasks and the stream to show it")
+
+        round_trip(1)
+        assert listening_backends(server) == [pid]
+        with psycopg.connect(server.dsn, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone() == (True,)
+        wait_until(lambda: httpx.get(f"{server.url}/healthz", timeout=5).json()["listen"] == "polling",
+                   timeout=5, message="the app to notice the loss")
+        wait_until(lambda: httpx.get(f"{server.url}/healthz", timeout=5).json()["listen"] == "live",
+                   timeout=20, message="the app to listen again")
+        [again] = listening_backends(server)
+        assert again != pid
+        round_trip(2)
+        assert listening_backends(server) == [again]
+        assert worker_counter(server, "claims") >= claims_before + 6
+        assert worker_counter(server, "runs_started") >= 6
+        for name in ("throttled_claims", "runs_handed_back", "sweeps_recovered"):
+            assert worker_counter(server, name) == 0, name
+    finally:
+        reader.close()
 
 
 def test_a_sample_is_extracted_by_the_cohosted_worker(app_server):

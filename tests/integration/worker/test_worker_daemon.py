@@ -33,7 +33,7 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
         stop = asyncio.Event()
         running = asyncio.create_task(daemon.run(stop))
         await until(lambda: counts_by_status(db_dsn) == {"completed": 12}, timeout=30, message="the backlog")
-        await until(lambda: daemon.listener is not None and daemon.listener.live, timeout=10,
+        await until(lambda: daemon.listener.live, timeout=10,
                     message="the LISTEN connection")
         late = await asyncio.to_thread(make_task, conn, "bench")
         await until(lambda: queue.get_task(conn, late.id).status.value == "completed", timeout=10,
@@ -47,3 +47,6 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
     assert sum('"event":"claimed"' in e for e in events) == 13
     attempts = conn.execute("SELECT DISTINCT worker_id FROM task_attempts").fetchall()
     assert attempts == [{"worker_id": "w-host"}]
+    assert daemon.counters == {"claims": 13, "throttled_claims": 0, "runs_started": 13, "runs_handed_back": 0,
+                               "sweeps_recovered": 0}
+    assert not daemon.listener.live, "a daemon closes the Listener it runs itself"

@@ -71,6 +71,8 @@ def test_worker_claims_up_to_capacity_and_noop_completes(pool, conn, tmp_path):
         assert done.status.value == "completed" and done.result["extractor"] == "noop"
         assert [a.status.value for a in done.attempts] == ["completed"]
     assert claimer.run_once() == 0
+    assert table.counters.snapshot() == {"claims": 5, "throttled_claims": 0, "runs_started": 5,
+                                         "runs_handed_back": 0, "sweeps_recovered": 0}
 
 
 def test_worker_claims_within_the_agent_throttle(pool, conn, tmp_path):
@@ -81,6 +83,21 @@ def test_worker_claims_within_the_agent_throttle(pool, conn, tmp_path):
     assert claimer.run_once() == 2
     assert claimer.run_once() == 0
     assert len(table) == 2
+    # Both rounds asked for more than the cap admitted while work was left.
+    assert claimer.counters.snapshot()["throttled_claims"] == 2
+    assert table.hand_back_all() == 2
+    assert table.counters.snapshot() == {"claims": 2, "throttled_claims": 2, "runs_started": 2,
+                                         "runs_handed_back": 2, "sweeps_recovered": 0}
+
+
+def test_worker_a_throttled_agent_whose_backlog_ran_out_is_not_counted_as_throttled(pool, conn, tmp_path):
+    make_agent(conn, "small", executor="noop", max_concurrent_tasks=5, settings={"delay_seconds": 30})
+    make_agent(conn, "free", executor="noop", settings={"delay_seconds": 30})
+    for agent in ("small", "small", "free"):
+        make_task(conn, agent)
+    table, claimer, _ = services(pool, tmp_path, concurrency=10)
+    assert claimer.run_once() == 3
+    assert claimer.counters.snapshot()["throttled_claims"] == 0
     table.hand_back_all()
 
 
@@ -187,7 +204,9 @@ def test_worker_sweeper_takes_back_expired_leases(pool, conn):
     task = make_task(conn, "docs")
     queue.claim(conn, agent="docs", worker_id="w-dead", limit=1)
     conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = %s", [task.id])
-    assert Sweeper(pool, "w-test").run_once() == 1
+    sweeper = Sweeper(pool, "w-test")
+    assert sweeper.run_once() == 1
+    assert sweeper.counters.snapshot()["sweeps_recovered"] == 1
     done = queue.get_task(conn, task.id)
     assert done.status.value == "enqueued" and done.attempts[0].status.value == "lost"
 
