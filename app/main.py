@@ -100,7 +100,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
             created = sum(r.outcome == "created" for r in results)
             print(f"samples: {created} enqueued, {len(results) - created} already submitted", flush=True)
         app.on_startup(enqueue_samples)
-    app.on_shutdown(app.state.pool.close)
+    app.on_shutdown(lambda: app.state.pool.close())  # NiceGUI passes the app to one-argument handlers
 
     print(f"Quire is serving {base_url}", flush=True)
     if authenticator.databricks:

@@ -4,6 +4,7 @@ reports to the app's own callback route, and the worker stops with the app."""
 from __future__ import annotations
 
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -97,3 +98,19 @@ def test_a_sample_is_extracted_by_the_cohosted_worker(app_server):
     server.stop()
     assert server.process.returncode is not None
     assert queue.get_task(conn, task_id).status.value == "completed"
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_the_app_with_its_worker_shuts_down_cleanly(pg_server_dsn, template_db, tmp_path_factory, stop_signal):
+    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory, QUIRE_WORKER="on")
+    try:
+        wait_until(lambda: '"event":"started"' in server.log(), timeout=60, message="the co-hosted worker to start")
+        server.process.send_signal(stop_signal)
+        # The server re-raises the signal once it has shut down, so its status may name it
+        # (130 is the shell's convention for an interrupt).
+        assert server.process.wait(timeout=40) in (0, -stop_signal, 128 + stop_signal), server.log()
+        log = server.log()
+        assert "shutdown failed" not in log and "Traceback" not in log, log
+        assert '"event":"stopped"' in log  # the co-hosted worker stopped with the app
+    finally:
+        teardown()
