@@ -1,18 +1,10 @@
 -- name: attempt_get
 -- One attempt by id (never its callback secret).
-SELECT id, task_id, attempt_no, agent, worker_id, executor, status, job_run_id, pid, trace_id,
-       estimated_tokens, input_tokens, output_tokens, llm_cost_usd, compute_cost_usd, dbus,
-       compute_seconds, cpu_seconds, usage_recorded_at, reported_status, callbacks_received, started_at,
-       heartbeat_at, finished_at, error
-FROM task_attempts WHERE id = %(attempt_id)s;
+SELECT * FROM task_attempts_public WHERE id = %(attempt_id)s;
 
 -- name: attempt_list_for_task
 -- Every attempt of a task, oldest first (never their callback secrets).
-SELECT id, task_id, attempt_no, agent, worker_id, executor, status, job_run_id, pid, trace_id,
-       estimated_tokens, input_tokens, output_tokens, llm_cost_usd, compute_cost_usd, dbus,
-       compute_seconds, cpu_seconds, usage_recorded_at, reported_status, callbacks_received, started_at,
-       heartbeat_at, finished_at, error
-FROM task_attempts WHERE task_id = %(task_id)s ORDER BY attempt_no;
+SELECT * FROM task_attempts_public WHERE task_id = %(task_id)s ORDER BY attempt_no;
 
 -- name: attempt_get_secret
 -- The key a callback for this attempt must be signed with.

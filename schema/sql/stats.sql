@@ -47,16 +47,9 @@ FROM t;
 -- One page of the dashboard's task table; {order_by} is a whitelisted column and direction.
 SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
        t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
-       t.parent_id, t.created_at, t.finished_at,
-       extract(epoch FROM t.finished_at - t.created_at) AS latency_s,
-       s.input_tokens, s.output_tokens, s.llm_cost_usd, s.compute_cost_usd
-FROM tasks t
-LEFT JOIN LATERAL (
-    SELECT sum(a.input_tokens)::bigint AS input_tokens, sum(a.output_tokens)::bigint AS output_tokens,
-           sum(a.llm_cost_usd) AS llm_cost_usd, sum(a.compute_cost_usd) AS compute_cost_usd,
-           coalesce(sum(a.input_tokens)::bigint, 0) + coalesce(sum(a.output_tokens)::bigint, 0) AS tokens
-    FROM task_attempts a WHERE a.task_id = t.id
-) s ON true
+       t.parent_id, t.created_at, t.finished_at, t.latency_s,
+       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd
+FROM task_list_rows t
 WHERE {task_filter}
 ORDER BY {order_by}
 LIMIT %(limit)s OFFSET %(offset)s;
@@ -65,15 +58,9 @@ LIMIT %(limit)s OFFSET %(offset)s;
 -- Cursor paging for the API: newest first, keyed on id so a page never shifts under inserts.
 SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
        t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
-       t.parent_id, t.created_at, t.finished_at,
-       extract(epoch FROM t.finished_at - t.created_at) AS latency_s,
-       s.input_tokens, s.output_tokens, s.llm_cost_usd, s.compute_cost_usd
-FROM tasks t
-LEFT JOIN LATERAL (
-    SELECT sum(a.input_tokens)::bigint AS input_tokens, sum(a.output_tokens)::bigint AS output_tokens,
-           sum(a.llm_cost_usd) AS llm_cost_usd, sum(a.compute_cost_usd) AS compute_cost_usd
-    FROM task_attempts a WHERE a.task_id = t.id
-) s ON true
+       t.parent_id, t.created_at, t.finished_at, t.latency_s,
+       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd
+FROM task_list_rows t
 WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
 ORDER BY t.id DESC
 LIMIT %(limit)s;
