@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,27 +24,15 @@ def public_url(settings: Settings) -> str:
     return f"http://{host}:{settings.port}"
 
 
-def _optional_module(name: str):
-    """The module if it exists; a failing import inside it is still an error."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name in (name, name.rsplit(".", 1)[0]):
-            return None
-        raise
-
-
 def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Listener) -> None:
     """Runs worker.daemon.WorkerDaemon in this process's event loop on the process's one Listener,
     stopping it on shutdown."""
-    daemon_module = _optional_module("worker.daemon")
-    if daemon_module is None:
-        log.warning("worker.daemon is not available: tasks wait until a worker runs")
-        return
+    from worker.daemon import WorkerDaemon
+
     stop = asyncio.Event()
 
     async def start() -> None:
-        daemon = daemon_module.WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
+        daemon = WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
         app.state.worker = daemon
         task = asyncio.create_task(daemon.run(stop), name="quire-worker")
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
@@ -70,7 +57,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui import app, ui
 
     from app import auth, live, services
-    from app.api import events, health, session, summary, tasks
+    from app.api import callbacks, events, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
@@ -82,13 +69,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     live.install(broadcaster)
     app.state.settings = settings
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
-    for module in (tasks, summary, events, health, session):
+    for module in (tasks, summary, events, health, session, callbacks):
         app.include_router(module.router)
-    callbacks = _optional_module("app.api.callbacks")
-    if callbacks is not None:
-        app.include_router(callbacks.router)
-    else:
-        log.warning("app.api.callbacks is not available: agents cannot report back to this process")
     base_url = public_url(settings)
     app.on_startup(broadcaster.start)
     app.on_shutdown(broadcaster.stop)

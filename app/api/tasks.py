@@ -85,7 +85,7 @@ async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None
     """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
     rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
     next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
-    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor)
+    return TaskPage(tasks=[TaskOut.model_validate(r) for r in rows], next_cursor=next_cursor)
 
 
 async def _task_or_404(pool: ConnectionPool, task_id: int):
@@ -99,7 +99,7 @@ async def _task_or_404(pool: ConnectionPool, task_id: int):
 async def get_task(task_id: int = PathParam(..., ge=1), _: Identity = Depends(require_user),
                    pool: ConnectionPool = Depends(get_pool)) -> TaskDetail:
     """One task with its attempts (run and trace ids, tokens, cost), result and timeline."""
-    return TaskDetail.of(await _task_or_404(pool, task_id))
+    return TaskDetail.model_validate(await _task_or_404(pool, task_id))
 
 
 @router.get("/tasks/{task_id}/document", response_class=Response,

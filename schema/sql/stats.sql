@@ -45,22 +45,14 @@ FROM t;
 
 -- name: task_list_page
 -- One page of the dashboard's task table; {order_by} is a whitelisted column and direction.
-SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
-       t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
-       t.parent_id, t.created_at, t.finished_at, t.latency_s,
-       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd
-FROM task_list_rows t
+SELECT t.* FROM task_list_rows t
 WHERE {task_filter}
 ORDER BY {order_by}
 LIMIT %(limit)s OFFSET %(offset)s;
 
 -- name: task_list_after
 -- Cursor paging for the API: newest first, keyed on id so a page never shifts under inserts.
-SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
-       t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
-       t.parent_id, t.created_at, t.finished_at, t.latency_s,
-       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd
-FROM task_list_rows t
+SELECT t.* FROM task_list_rows t
 WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
 ORDER BY t.id DESC
 LIMIT %(limit)s;
