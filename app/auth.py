@@ -131,8 +131,13 @@ def require_user(request: Request) -> Identity:
     """FastAPI dependency: any signed-in caller."""
     who = identity_of(request)
     if not who.authenticated:
-        detail = ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
-                  else "sign in first: send the operator token as a bearer header")
+        scheme, _, credential = (request.headers.get("authorization") or "").partition(" ")
+        if current().databricks:
+            detail = "no identity: reach Quire through its Databricks Apps URL"
+        elif scheme.lower() == "bearer" and credential.strip():
+            detail = "wrong token: the bearer token is not the operator token"
+        else:
+            detail = "sign in first: send the operator token as a bearer header"
         raise HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
     return who
 

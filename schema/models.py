@@ -34,6 +34,10 @@ class TaskStatus(str, Enum):
         return self.terminal
 
 
+# The priority a submission gets unless it names one ("normal" on the 0..9 scale): the UI, the API
+# and `quire submit` all use it.
+DEFAULT_PRIORITY = 5
+
 TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
 

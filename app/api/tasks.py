@@ -15,6 +15,7 @@ from app.api.common import get_pool, get_settings
 from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
 from app.auth import Identity, require_operator, require_user
 from schema.errors import NotFound
+from schema.models import DEFAULT_PRIORITY
 from schema.settings import Settings
 from schema.stats import TaskFilter
 
@@ -31,7 +32,8 @@ async def submit_tasks(
     response: Response,
     files: list[UploadFile] = File(..., description="one or many PDF files"),
     agent: str | None = Form(None, description="the agent to run (default: QUIRE_DEFAULT_AGENT)"),
-    priority: int = Form(0, ge=0, le=9, description="0..9, 9 the most urgent"),
+    priority: int = Form(DEFAULT_PRIORITY, ge=0, le=9,
+                         description=f"0..9, 9 the most urgent (default {DEFAULT_PRIORITY})"),
     customer: str | None = Form(None),
     duplicates: Literal["offer", "rerun"] = Form(
         "offer", description="offer: an already-submitted document is not run again; rerun: run it anyway"),
@@ -48,7 +50,7 @@ async def submit_tasks(
     # A slice at a time keeps memory to one slice of documents however many are sent; reading one
     # byte past the limit is enough to reject an oversized file without holding all of it.
     for start in range(0, len(files), SUBMIT_SLICE):
-        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1))
+        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1), size=f.size)
                    for f in files[start:start + SUBMIT_SLICE]]
         results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
     body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
