@@ -55,9 +55,10 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
 def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
     """Serves the pages and the API until interrupted; returns the exit code."""
     from nicegui import app, ui
+    from nicegui.storage import Storage
 
     from app import auth, live, services
-    from app.api import callbacks, events, health, session, summary, tasks
+    from app.api import callbacks, docs, events, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
@@ -65,12 +66,18 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     authenticator = auth.Authenticator(settings)
     auth.install(authenticator)
+    app.add_middleware(auth.PageGuard)
+    # Per-browser UI preferences (app.storage.user) live under the data dir, not the working directory.
+    Storage.path = (Path(settings.data_dir) / "ui-storage").resolve()
     broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
     live.install(broadcaster)
     app.state.settings = settings
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
     for module in (tasks, summary, events, health, session, callbacks):
         app.include_router(module.router)
+    docs.install(app, title="Quire API", version="0.1.0",
+                 description="Submit documents, follow tasks live, retry and cancel. "
+                             "Send the operator token as `Authorization: Bearer <token>`.")
     base_url = public_url(settings)
     app.on_startup(broadcaster.start)
     app.on_shutdown(broadcaster.stop)
@@ -94,8 +101,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     ui.run(host=settings.host, port=settings.port, reload=False, show=False, title="Quire",
            favicon=STATIC / "favicon.svg", show_welcome_message=False, uvicorn_logging_level="warning",
            # Event streams never end by themselves: on shutdown they get this long, then are cut.
-           timeout_graceful_shutdown=3,
-           fastapi_docs={"title": "Quire API", "version": "0.1.0",
-                         "description": "Submit documents, follow tasks live, retry and cancel. "
-                                        "Send the operator token as `Authorization: Bearer <token>`."})
+           timeout_graceful_shutdown=3, storage_secret=authenticator.storage_secret,
+           # A page waits this long for its browser to reconnect before it is rebuilt.
+           reconnect_timeout=10.0)
     return 0

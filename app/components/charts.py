@@ -10,7 +10,8 @@ from nicegui import ui
 from app.components import format as fmt
 from schema.stats import Charts
 
-FONT = {"family": "Inter, Roboto, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#334155"}
+# Mid-grey text reads on the light and the dark theme alike.
+FONT = {"family": "Inter, Roboto, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#64748b"}
 CONFIG = {"displayModeBar": False, "responsive": True}
 LLM_COLOR, COMPUTE_COLOR = "#2563eb", "#94a3b8"
 
@@ -23,6 +24,14 @@ def _layout(**extra: Any) -> dict[str, Any]:
               "legend": {"orientation": "h", "y": 1.12, "x": 0}, "bargap": 0.15}
     layout.update(extra)
     return layout
+
+
+def _count_axis(largest: int, **extra: Any) -> dict[str, Any]:
+    """An axis of whole tasks: integer ticks only (Plotly would put ticks at 0.5 for small counts)."""
+    axis = {"gridcolor": "#eef2f7", "rangemode": "tozero", "tickformat": ",d", **extra}
+    if largest <= 6:
+        axis.update(dtick=1, tick0=0)
+    return axis
 
 
 def _empty(message: str) -> dict[str, Any]:
@@ -57,8 +66,8 @@ def throughput_figure(charts: Charts) -> dict[str, Any]:
            86400: "day"}.get(charts.bucket_seconds, "week")
     return {"data": data, "config": CONFIG,
             "layout": _layout(barmode="overlay", xaxis={"type": "date", "range": span, "gridcolor": "#eef2f7"},
-                              yaxis={"title": {"text": f"tasks per {per}"}, "gridcolor": "#eef2f7",
-                                     "rangemode": "tozero"})}
+                              yaxis=_count_axis(max(row["n"] for row in charts.throughput),
+                                                title={"text": f"tasks per {per}"}))}
 
 
 def cost_figure(rows: list[dict[str, Any]], *, horizontal: bool = False) -> dict[str, Any]:
@@ -93,7 +102,8 @@ def histogram_figure(bins: list[dict[str, Any]], *, label, color: str, empty: st
             "config": CONFIG, "layout": _layout(xaxis={"title": {"text": axis}, "gridcolor": "#eef2f7",
                                                        **({"range": x_range} if x_range else {}),
                                                        **({"tickformat": tick_format} if tick_format else {})},
-                                                yaxis={"title": {"text": "tasks"}, "gridcolor": "#eef2f7"})}
+                                                yaxis=_count_axis(max(b["n"] for b in bins),
+                                                                  title={"text": "tasks"}))}
 
 
 class ChartsBoard:

@@ -7,27 +7,28 @@ import time
 from datetime import datetime, timezone
 
 from fastapi import Request
-from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
 from app import services
+from app.auth import viewer
 from app.components.charts import ChartsBoard
-from app.components.filters import FilterBar
+from app.components.filters import FilterBar, FilterValues
 from app.components.kpis import KpiBoard
-from app.components.layout import frame, guard, watch
+from app.components.layout import frame, watch
 from app.components.task_table import TaskTable
 from schema.stats import StreamEvent, Summary, TaskFilter
 
 # Charts are the heaviest queries: under a stream of changes they redraw at most this often.
 CHART_MIN_SECONDS = 2.0
+# Below this width (px) the filters start folded and the task table shows cards.
+NARROW_PX = 700
 
 
 class Dashboard:
     """One viewer's dashboard: its filter, its widgets, and when each was last redrawn."""
 
-    def __init__(self, who) -> None:
+    def __init__(self, who, initial: FilterValues | None = None) -> None:
         self.pool = app.state.pool
-        self.filter = TaskFilter()
         self.summary: Summary | None = None
         # Counts and charts refresh apart: a slow chart redraw never holds back a count.
         self.counts_lock = asyncio.Lock()
@@ -39,10 +40,21 @@ class Dashboard:
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
-        self.filters = FilterBar(self.apply_filter)
+        self.filters = FilterBar(self.apply_filter, path="/dashboard", initial=initial)
+        self.filter: TaskFilter = self.filters.filter
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
         self.charts = ChartsBoard()
         self.table = TaskTable(who, self.after_action)
+        self.table.filter = self.filter
+        self.filters.validate()  # a shared link may carry dates that cannot be used: say so
+
+    async def fit_screen(self) -> None:
+        """Folds the filters and shows cards on a phone; the server cannot know the width before this."""
+        width = await ui.run_javascript("window.innerWidth", timeout=5)
+        narrow = int(width or 0) < NARROW_PX
+        self.table.set_compact(narrow)
+        if narrow:
+            self.filters.panel.value = False
 
     async def refresh_counts(self, *, table: bool = True) -> None:
         async with self.counts_lock:
@@ -96,12 +108,12 @@ class Dashboard:
 
 @ui.page("/dashboard", title="Dashboard · Quire", response_timeout=20)
 async def dashboard_page(request: Request):
-    who = guard(request, path="/dashboard")
-    if isinstance(who, RedirectResponse):
-        return who
+    who = viewer(request)
+    initial = FilterValues.from_query({k: request.query_params.getlist(k) for k in request.query_params})
     with frame(who, active="dashboard"):
-        board = Dashboard(who)
+        board = Dashboard(who, initial)
         board.filters.set_options(await services.filter_options(board.pool))
         await board.refresh_all()
     watch(board.on_events, board.on_poll)
     ui.timer(1.0, board.redraw_charts_if_due)
+    ui.timer(0, board.fit_screen, once=True)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.responses import RedirectResponse
 from nicegui import app, events, ui
 
 from app import services
+from app.auth import viewer
 from app.components.batch import BatchView, Entry
-from app.components.layout import frame, guard, watch
+from app.components.layout import frame, watch
+from schema.models import DEFAULT_PRIORITY, TaskStatus
 from schema.stats import StreamEvent
 
 SLICE = 25
@@ -26,6 +27,7 @@ class UploadForm:
         self.who = who
         self.pool = app.state.pool
         self.settings = app.state.settings
+        self.toast: ui.notification | None = None
         with ui.row().classes("w-full items-end justify-between"):
             with ui.column().classes("gap-0"):
                 ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
@@ -37,7 +39,7 @@ class UploadForm:
                 default = self.settings.default_agent if self.settings.default_agent in agents else (agents or [None])[0]
                 self.agent = ui.select(agents, value=default, label="Agent") \
                     .props('outlined dense stack-label data-testid="upload-agent"').classes("w-56")
-                self.priority = ui.select(PRIORITIES, value=5, label="Priority") \
+                self.priority = ui.select(PRIORITIES, value=DEFAULT_PRIORITY, label="Priority") \
                     .props('outlined dense stack-label data-testid="upload-priority"').classes("w-44")
                 self.customer = ui.input("Customer", autocomplete=customers,
                                          placeholder="e.g. Northwind Audit") \
@@ -79,12 +81,20 @@ class UploadForm:
                 self.batch.add(results, {u.name: u for u in uploads if _duplicate(u.name, results)})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
-            message = f"{created} of {len(event.files)} files queued"
-            ui.notify(message + (f", {rejected} rejected" if rejected else ""),
-                      type="positive" if not rejected else "warning", position="top")
+            duplicates = len(event.files) - created - rejected
+            parts = [f"{created} of {len(event.files)} files queued"]
+            parts += [f"{rejected} rejected"] if rejected else []
+            parts += [f"{duplicates} already submitted"] if duplicates else []
+            self.say(", ".join(parts), "warning" if rejected else ("info" if duplicates else "positive"))
         finally:
             self.busy.visible = False
             self.uploader.reset()
+
+    def say(self, message: str, kind: str) -> None:
+        """One toast at a time: a new one replaces the last, so an outdated warning never lingers."""
+        if self.toast is not None:
+            self.toast.dismiss()
+        self.toast = ui.notification(message, type=kind, position="top", timeout=5, close_button=True)
 
     async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
         if entry.upload is None:
@@ -95,9 +105,9 @@ class UploadForm:
                                         submitted_by=self.who.name)
         result = results[0]
         if result.outcome != "created":
-            ui.notify(result.error or "could not run it again", type="negative", position="top")
+            self.say(result.error or "could not run it again", "negative")
             return None
-        ui.notify(f"{result.name}: queued again as task {result.task_id}", type="positive", position="top")
+        self.say(f"{result.name}: queued again as task {result.task_id}", "positive")
         return result
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
@@ -105,9 +115,9 @@ class UploadForm:
         if lagged:
             await self.on_poll()
             return
-        latest = {e.task_id: e.status for e in events if e.task_id in mine}
+        latest = {e.task_id: e.status.value for e in events if e.task_id in mine}
         if latest:
-            if "failed" in latest.values():
+            if TaskStatus.FAILED.value in latest.values():
                 await self.on_poll()  # the error text is not in the event
             else:
                 self.batch.apply(latest)
@@ -121,9 +131,7 @@ class UploadForm:
 
 @ui.page("/", title="Upload · Quire", response_timeout=20)
 async def upload_page(request: Request):
-    who = guard(request, path="/")
-    if isinstance(who, RedirectResponse):
-        return who
+    who = viewer(request)
     agents = await services.agent_names(app.state.pool)
     customers = (await services.filter_options(app.state.pool))["customer"]
     with frame(who, active="upload"):
