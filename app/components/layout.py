@@ -38,8 +38,9 @@ body { background: #f5f7fa; }
 /* A file dragged over the drop zone lights it up; Quasar's default grey overlay reads as disabled. */
 .q-uploader--dnd { border-color: #2563eb; }
 .q-uploader__dnd { background: rgba(37, 99, 235, 0.10); outline: 2px dashed #2563eb; outline-offset: -6px; }
-/* A disabled action fades to grey, so it never looks like a live red or blue button. */
-.q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; }
+/* A disabled action fades to grey, so it never looks like a live red or blue button. An !important in
+   the first cascade layer outranks Quasar's own (opacity 0.7, in NiceGUI's last layer). */
+@layer theme { .q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; } }
 .quire-nowrap { white-space: nowrap; }
 /* NiceGUI's "connection lost" popup: a blip shorter than this (as at start-up) never shows it. */
 #popup[aria-hidden="false"] { transition-delay: 4s; }

@@ -10,7 +10,7 @@ import pytest
 from app import services
 from schema import db, queue
 from schema.settings import Settings
-from tests.e2e.app_harness import make_pdf
+from tests.e2e.app_harness import make_pdf, zero_page_pdf
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_upload_messages_read_as_a_person_expects(pool, settings, conn, tmp_path
     queue.configure_agent(conn, "docs")
     long_name = "Quarterly statement " + "x" * 200 + ".PDF"
     uploads = [services.Upload("one.pdf", make_pdf("one", pages=1)),
-               services.Upload("empty-pages.pdf", ZERO_PAGE_PDF),
+               services.Upload("empty-pages.pdf", zero_page_pdf()),
                services.Upload(long_name, make_pdf("long name")),
                # Only the first bytes past the limit are read; the full size is what the message says.
                services.Upload("over.pdf", b"%PDF-" + b"0" * 1_000_001, size=1_000_001),
@@ -97,23 +97,6 @@ def test_from_after_to_is_rejected_with_a_message():
     with pytest.raises(ValueError, match="after"):
         services.make_filter("2024-03-05", "2024-03-01")
     assert services.make_filter("2024-03-01", "2024-03-01").date_from is not None  # one whole day is fine
-
-
-def _zero_page_pdf() -> bytes:
-    """A valid PDF whose page tree is empty (PDFium refuses to open it)."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return out
-
-
-ZERO_PAGE_PDF = _zero_page_pdf()
 
 
 def test_an_unknown_agent_rejects_every_file(pool, settings):
