@@ -50,20 +50,6 @@ def make_pdf(title: str, *, pages: int = 1, lines: list[str] | None = None) -> b
     return buffer.getvalue()
 
 
-def zero_page_pdf() -> bytes:
-    """A valid PDF whose page tree is empty (PDFium refuses to open it)."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return out
-
-
 def clone_database(server_dsn: str, template: str) -> tuple[str, Callable[[], None]]:
     """A fresh database from the migrated template, and a function that drops it."""
     name = f"quire_e2e_{uuid.uuid4().hex[:10]}"

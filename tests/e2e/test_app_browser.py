@@ -8,10 +8,10 @@ import time
 
 import psycopg
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from schema import queue
-from tests.e2e.app_harness import TOKEN, complete, launch_browser, make_pdf, start_app
+from tests.e2e.app_harness import TOKEN, complete, make_pdf
 from tests.e2e.browser_helpers import DROP_FILES, confirm_dialog, visit
 
 TEXT_IS = "([sel, want]) => { const el = document.querySelector(sel); return !!el && el.innerText.trim() === want; }"
@@ -19,22 +19,6 @@ CHART_DATA = "(sel) => JSON.stringify((document.querySelector(sel).data || []).m
 KPIS = ["enqueued", "processing", "completed", "failed", "cancelled", "tokens", "llm-cost", "median-latency",
         "confidence"]
 CHARTS = ["throughput", "cost_agent", "cost_customer", "latency", "confidence"]
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from schema import queue
-from tests.e2e.app_harness import TOKEN, complete, launch_browser, make_pdf, start_app, zero_page_pdf
+from tests.e2e.app_harness import TOKEN, complete, make_pdf
 from tests.e2e.browser_helpers import DESKTOP, DROP_FILES, PHONE, confirm_dialog, page_width, visit
+from tests.unit.agents.agents_samples import no_pages_pdf
 
 LONG_NAME = ("Consolidated annual financial statements of Halcyon Maritime Holdings and subsidiaries "
              "for the year ended 31 December 2023 (audited, restated).pdf")
@@ -28,22 +29,6 @@ setInterval(() => {
   window.__looks += 1;
 }, 20);
 """
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
 
 
 def open_page(browser, server, viewport=DESKTOP) -> Page:
@@ -315,7 +300,7 @@ def test_upload_messages_and_the_drop_zone(desktop, app_server):
     }""")
     assert overlay == ["rgba(37, 99, 235, 0.1)", "rgb(37, 99, 235)"], overlay
     one_page = make_pdf("upload messages one page")
-    _drop(desktop, ("one-page.pdf", one_page), ("no-pages.pdf", zero_page_pdf()), ("notes.pdf", b"plain text"))
+    _drop(desktop, ("one-page.pdf", one_page), ("no-pages.pdf", no_pages_pdf()), ("notes.pdf", b"plain text"))
     rows = desktop.locator('[data-testid="batch-row"]')
     expect(rows).to_have_count(3)
     expect(rows.filter(has_text="one-page.pdf").locator('[data-testid="file-message"]')).to_contain_text(
@@ -334,3 +319,27 @@ def test_upload_messages_and_the_drop_zone(desktop, app_server):
     new_id = int(re.search(r"task (\d+)", again.locator('[data-testid="file-message"]').inner_text()).group(1))
     first_id = int(re.search(r"task (\d+)", rows.first.locator('[data-testid="file-message"]').inner_text()).group(1))
     assert queue.get_task(conn, new_id).parent_id == first_id
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1440", "390"])
+def test_every_page_fits_the_screen_in_either_theme(browser, app_server, viewport, theme):
+    server, conn = app_server
+    [task_id] = completed_tasks(conn, f"Fit {viewport['width']} {theme}", 1)
+    page = open_page(browser, server, viewport)
+    try:
+        visit(page, f"{server.url}/")
+        if theme == "dark":
+            page.locator('[data-testid="dark-toggle"]').click()
+            page.wait_for_function("() => document.body.classList.contains('body--dark')")
+        card_background = "rgb(17, 26, 43)" if theme == "dark" else "rgb(255, 255, 255)"
+        for path in ("/", "/dashboard", f"/tasks/{task_id}"):
+            visit(page, f"{server.url}{path}")
+            if path == "/dashboard" and viewport is PHONE:
+                expect(page.locator(f'[data-testid="card-{task_id}"]')).to_be_attached()
+            assert page_width(page) <= viewport["width"], f"{path} scrolls sideways"
+            background = page.locator(".quire-card").first.evaluate("(el) => getComputedStyle(el).backgroundColor")
+            assert background == card_background, (path, background)
+            expect(page.locator('[data-testid="live-indicator"]')).to_be_visible()
+    finally:
+        page.context.close()

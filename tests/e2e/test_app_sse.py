@@ -5,19 +5,10 @@ from __future__ import annotations
 import threading
 
 import httpx
-import pytest
 
 from schema import db, queue
-from tests.e2e.app_harness import TOKEN, SseReader, complete, start_app
+from tests.e2e.app_harness import TOKEN, SseReader, complete
 from tests.waiting import wait_until
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
 
 
 def test_every_state_change_of_100_tasks_arrives_in_order(app_server):

@@ -10,7 +10,8 @@ import pytest
 from app import services
 from schema import db, queue
 from schema.settings import Settings
-from tests.e2e.app_harness import make_pdf, zero_page_pdf
+from tests.e2e.app_harness import make_pdf
+from tests.unit.agents.agents_samples import no_pages_pdf
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_upload_messages_read_as_a_person_expects(pool, settings, conn, tmp_path
     queue.configure_agent(conn, "docs")
     long_name = "Quarterly statement " + "x" * 200 + ".PDF"
     uploads = [services.Upload("one.pdf", make_pdf("one", pages=1)),
-               services.Upload("empty-pages.pdf", zero_page_pdf()),
+               services.Upload("empty-pages.pdf", no_pages_pdf()),
                services.Upload(long_name, make_pdf("long name")),
                # Only the first bytes past the limit are read; the full size is what the message says.
                services.Upload("over.pdf", b"%PDF-" + b"0" * 1_000_001, size=1_000_001),
