@@ -80,7 +80,7 @@ class BatchView:
             tone = "quire-muted"
         else:
             status = entry.status or "enqueued"
-            icon, color, badge = fmt.STATUS_ICONS.get(status, "description"), fmt.STATUS_COLORS.get(status, "grey"), status
+            icon, color, badge = fmt.STATUS_ICONS[status], fmt.STATUS_COLORS[status], status
             message = f"{fmt.plural(result.pages, 'page')} · task {result.task_id}" if result.pages \
                 else f"task {result.task_id}"
             if status == "failed" and result.error:

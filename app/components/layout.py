@@ -40,7 +40,11 @@ body { background: #f5f7fa; }
 .q-uploader__dnd { background: rgba(37, 99, 235, 0.10); outline: 2px dashed #2563eb; outline-offset: -6px; }
 /* A disabled action fades to grey, so it never looks like a live red or blue button. An !important in
    the first cascade layer outranks Quasar's own (opacity 0.7, in NiceGUI's last layer). */
-@layer theme { .q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; } }
+@layer theme {
+  .q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; }
+  /* The brand's dark blue is unreadable on the dark theme: links and outlines turn light blue. */
+  .body--dark .text-primary { color: #93c5fd !important; }
+}
 .quire-nowrap { white-space: nowrap; }
 /* NiceGUI's "connection lost" popup: a blip shorter than this (as at start-up) never shows it. */
 #popup[aria-hidden="false"] { transition-delay: 4s; }

@@ -47,7 +47,8 @@ ACTION_BUTTONS = """
 <q-btn flat dense round size="sm" icon="replay" color="primary" :data-testid="'retry-' + props.row.id"
        :disable="!props.row.retryable" @click="() => $parent.$emit('retry', props.row)">
   <q-tooltip>{{ props.row.status === 'completed' ? 'Re-extract (spends tokens again)' : 'Retry' }}</q-tooltip></q-btn>
-<span class="q-mx-xs" style="display:inline-block;width:1px;height:18px;background:#cbd5e1;vertical-align:middle"></span>
+<span class="q-mx-xs"
+      style="display:inline-block;width:1px;height:18px;background:#cbd5e1;vertical-align:middle"></span>
 <q-btn flat dense round size="sm" icon="cancel" color="negative" :data-testid="'cancel-' + props.row.id"
        :disable="!props.row.cancellable" @click="() => $parent.$emit('cancel', props.row)">
   <q-tooltip>Cancel</q-tooltip></q-btn>"""
@@ -71,7 +72,8 @@ CARD_SLOT = f"""
         <q-space />{ACTION_BUTTONS}
       </div>
       <a :href="'/tasks/' + props.row.id" class="text-primary ellipsis block q-mt-xs"
-         style="text-decoration: none" :title="props.row.document">#{{{{ props.row.id }}}} · {{{{ props.row.document }}}}</a>
+         style="text-decoration: none" :title="props.row.document">
+        #{{{{ props.row.id }}}} · {{{{ props.row.document }}}}</a>
       <div v-if="props.row.error" class="text-negative text-caption ellipsis">{{{{ props.row.error }}}}</div>
       <div class="text-caption quire-muted ellipsis">
         {{{{ props.row.agent }}}} · {{{{ props.row.customer }}}} · {{{{ props.row.cost }}}} ·
