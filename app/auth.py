@@ -127,13 +127,17 @@ def identity_of(request: Request) -> Identity:
     return current().identify(request.headers, request.cookies)
 
 
+def sign_in_hint() -> str:
+    """What an anonymous caller is told to do."""
+    return ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
+            else "sign in first: send the operator token as a bearer header")
+
+
 def require_user(request: Request) -> Identity:
     """FastAPI dependency: any signed-in caller."""
     who = identity_of(request)
     if not who.authenticated:
-        detail = ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
-                  else "sign in first: send the operator token as a bearer header")
-        raise HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(status_code=401, detail=sign_in_hint(), headers={"WWW-Authenticate": "Bearer"})
     return who
 
 
