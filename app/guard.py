@@ -67,9 +67,12 @@ def own_origins(request: Request, settings: Settings, *, databricks: bool) -> se
     """The origins this request may come from: its own Host, the public URL, the Apps proxy's host."""
     headers = request.headers
     candidates = [f"{request.url.scheme}://{headers.get('host', '')}", settings.public_url]
-    if databricks and headers.get("x-forwarded-host"):
-        proto = (headers.get("x-forwarded-proto") or "https").split(",")[0].strip()
-        candidates.append(f"{proto}://{headers['x-forwarded-host'].split(',')[0].strip()}")
+    if databricks:
+        # The Apps proxy ends TLS: the browser's scheme is https whatever this process sees.
+        candidates.append(f"https://{headers.get('host', '')}")
+        if headers.get("x-forwarded-host"):
+            proto = (headers.get("x-forwarded-proto") or "https").split(",")[0].strip()
+            candidates.append(f"{proto}://{headers['x-forwarded-host'].split(',')[0].strip()}")
     return {o for o in map(origin_of, candidates) if o}
 
 

@@ -233,3 +233,32 @@ def test_health_tells_anonymous_callers_the_states_only(app_server):
         assert http.get("/healthz").json() == {"status": "ok", "database": "ok", "listen": "live"}
     with server.operator() as http:
         assert http.get("/healthz").json()["sse_subscribers"] >= 0
+
+
+def test_the_table_serves_at_most_200_rows_whatever_the_browser_asks(app_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.e2e.app_harness import launch_browser
+
+    server, conn = app_server
+    queue.configure_agent(conn, "rows")
+    for n in range(230):
+        queue.enqueue(conn, agent="rows", document_uri=f"/a/rows-{n}.pdf")
+    with sync_playwright() as playwright:
+        browser = launch_browser(playwright)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{server.url}/login?token={TOKEN}&next=/dashboard")
+            page.wait_for_function("() => window.did_handshake === true")
+            rows = page.locator('[data-testid="task-table"] [data-testid^="status-"]')
+            expect(rows).to_have_count(25, timeout=15_000)
+            # What a crafted client could send over the page's socket: a page of a million rows.
+            page.evaluate("""() => {
+                const table = document.querySelector('[data-testid="task-table"]');
+                getElement(table.id.slice(1)).$refs.qRef.$emit('request', {pagination:
+                    {page: 1, rowsPerPage: 1000000, sortBy: 'id', descending: true}});
+            }""")
+            expect(rows).to_have_count(200, timeout=15_000)
+        finally:
+            browser.close()
