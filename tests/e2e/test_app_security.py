@@ -80,6 +80,50 @@ def test_a_cross_origin_form_with_the_operators_cookie_changes_nothing(app_serve
     assert queue.get_task(conn, task.id).cancelled_by == "operator"
 
 
+def test_a_page_on_another_port_cannot_cancel_through_the_operators_browser(app_server):
+    """The reproduction: a signed-in browser opens a page from another port of the same host."""
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.e2e.app_harness import launch_browser
+
+    server, conn = app_server
+    task = queue.enqueue(conn, agent="documents", document_uri="/a/csrf-browser.pdf")
+    html = (f'<form id="f" method="POST" enctype="text/plain" action="{server.url}/api/tasks/{task.id}/cancel">'
+            '<input name="x" value="1"></form><script>document.getElementById("f").submit()</script>').encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as playwright:
+            browser = launch_browser(playwright)
+            try:
+                page = browser.new_page()
+                page.goto(f"{server.url}/login?token={TOKEN}&next=/dashboard")
+                page.wait_for_function("() => window.did_handshake === true")
+                with page.expect_response(lambda r: r.url.endswith(f"/api/tasks/{task.id}/cancel")) as answer:
+                    page.goto(f"http://127.0.0.1:{other.server_address[1]}/forged.html")
+                assert answer.value.status == 403
+                assert answer.value.request.header_value("cookie")  # the cookie did travel: only the origin stopped it
+            finally:
+                browser.close()
+    finally:
+        other.shutdown()
+    assert queue.get_task(conn, task.id).status.value == "enqueued"
+
+
 def test_scripts_and_signed_callbacks_need_no_origin(app_server):
     server, conn = app_server
     task = queue.enqueue(conn, agent="documents", document_uri="/a/script.pdf")
@@ -167,6 +211,7 @@ def test_edge_values_are_clear_4xx(app_server):
             answer = http.get(path, params={"date_to": "9999-12-31"})
             assert answer.status_code == 422 and "9999-12-31" in answer.json()["detail"]
         assert http.get("/api/tasks", params={"cursor": huge}).status_code == 422
+        assert http.get("/api/events", params={"after": "99999999999999999999"}).status_code == 422
         for task_id in ("-1", "0", "99999999999999999999"):
             assert http.get(f"/api/tasks/{task_id}").status_code == 422
             assert http.post(f"/api/tasks/{task_id}/cancel").status_code == 422
