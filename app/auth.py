@@ -116,6 +116,11 @@ def install(authenticator: Authenticator) -> None:
     _current = authenticator
 
 
+def installed() -> Authenticator | None:
+    """The installed authenticator, or None in a process that serves no one but agents."""
+    return _current
+
+
 def current() -> Authenticator:
     if _current is None:
         raise RuntimeError("no authenticator installed: app.main.run_app wires one at start")

@@ -109,13 +109,14 @@ class RequestGuard:
         request = Request(scope)  # headers and cookies only: the body stays unread
         method, path = scope["method"], scope["path"]
         rule = rule_for(method, path, self.settings)
-        authenticator = auth.current()
-        if method in UNSAFE_METHODS and not rule.signed:
+        authenticator = auth.installed()  # None where only agents are served (app.callback_server)
+        if method in UNSAFE_METHODS and not rule.signed and authenticator is not None:
             reason = foreign_reason(request, self.settings, databricks=authenticator.databricks)
             if reason:
                 await JSONResponse({"detail": reason}, status_code=403)(scope, receive, send)
                 return
-        if rule.needs_identity and not authenticator.identify(request.headers, request.cookies).authenticated:
+        if rule.needs_identity and authenticator is not None \
+                and not authenticator.identify(request.headers, request.cookies).authenticated:
             await self._anonymous(path, authenticator)(scope, receive, send)
             return
         declared = request.headers.get("content-length")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 
 import pytest
 
 from agents.callback import SIGNATURE_HEADER, sign
 from schema import queue
-from tests.e2e.app_harness import TOKEN, free_port, make_pdf, start_app
+from tests.e2e.app_harness import TOKEN, free_port, make_pdf, raw_request, start_app
 
 MB = 1_000_000
 
@@ -23,34 +22,6 @@ def app_server(pg_server_dsn, template_db, tmp_path_factory):
                                        QUIRE_MAX_UPLOAD_MB="1", QUIRE_MAX_BATCH_FILES="3")
     yield server, conn
     teardown()
-
-
-def raw_request(port: int, head: str, body: bytes = b"", *, chunks: list[bytes] | None = None) -> tuple[int, str]:
-    """Sends a request over a bare socket (headers, then maybe some body) and returns the status
-    line's code and the response; the server must answer without the rest of the body."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        sock.sendall(head.encode() + b"\r\n" + body)
-        try:
-            for chunk in chunks or ():
-                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered and hung up: what a refused body looks like
-        data = b""
-        while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _length(data):
-            part = sock.recv(65536)
-            if not part:
-                break
-            data += part
-    status_line, _, rest = data.decode(errors="replace").partition("\r\n")
-    return int(status_line.split(" ")[1]), rest
-
-
-def _length(response: bytes) -> int:
-    for line in response.partition(b"\r\n\r\n")[0].split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value)
-    return 0
 
 
 def session_cookie(server) -> str:

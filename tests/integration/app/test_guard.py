@@ -60,3 +60,20 @@ def test_upload_page_reads_at_most_one_byte_past_the_limit(tmp_path):
     big = LargeFileUpload("big.pdf", "application/pdf", path)
     assert len(asyncio.run(_head(big, 1_000_000))) == 1_000_001
     assert asyncio.run(_head(big, 5_000_000)) == path.read_bytes()
+
+
+def test_the_callback_server_refuses_a_huge_report_before_reading_it(db_dsn, tmp_path):
+    from urllib.parse import urlsplit
+
+    from app.callback_server import create_app
+    from tests.e2e.app_harness import raw_request
+    from tests.worker_helpers import serve_in_thread
+
+    with serve_in_thread(create_app(db_dsn, Settings(data_dir=tmp_path))) as url:
+        port = urlsplit(url).port
+        status, text = raw_request(port, f"POST /api/callbacks/1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                         "Content-Type: application/json\r\nContent-Length: 50000000\r\n")
+        assert status == 413 and "1,000,000 bytes" in text
+        status, _ = raw_request(port, f"POST /api/callbacks/1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                      "Content-Length: 2\r\n", b"{}")
+        assert status == 404  # small reports still reach the route: unknown attempt
