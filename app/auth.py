@@ -123,6 +123,11 @@ def install(authenticator: Authenticator) -> None:
     _current = authenticator
 
 
+def installed() -> Authenticator | None:
+    """The installed authenticator, or None in a process that serves no one but agents."""
+    return _current
+
+
 def current() -> Authenticator:
     if _current is None:
         raise RuntimeError("no authenticator installed: app.main.run_app wires one at start")
@@ -134,18 +139,22 @@ def identity_of(request: Request) -> Identity:
     return current().identify(request.headers, request.cookies)
 
 
+def sign_in_hint(headers: Mapping[str, str] | None = None) -> str:
+    """What an anonymous caller is told to do; a bearer token that is not the operator's is named as such."""
+    if current().databricks:
+        return "no identity: reach Quire through its Databricks Apps URL"
+    scheme, _, credential = ((headers or {}).get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and credential.strip():
+        return "wrong token: the bearer token is not the operator token"
+    return "sign in first: send the operator token as a bearer header"
+
+
 def require_user(request: Request) -> Identity:
     """FastAPI dependency: any signed-in caller."""
     who = identity_of(request)
     if not who.authenticated:
-        scheme, _, credential = (request.headers.get("authorization") or "").partition(" ")
-        if current().databricks:
-            detail = "no identity: reach Quire through its Databricks Apps URL"
-        elif scheme.lower() == "bearer" and credential.strip():
-            detail = "wrong token: the bearer token is not the operator token"
-        else:
-            detail = "sign in first: send the operator token as a bearer header"
-        raise HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(status_code=401, detail=sign_in_hint(request.headers),
+                            headers={"WWW-Authenticate": "Bearer"})
     return who
 
 

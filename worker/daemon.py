@@ -146,6 +146,8 @@ class WorkerDaemon:
         try:
             await self._supervise(stop, tasks, services)
             claimer.paused = True
+            table.stopping = True
+            beat_wake.set()  # reports already written are applied now, not after their grace
             claim_stop.set()
             await asyncio.gather(tasks.pop("claimer"), return_exceptions=True)
             await self._drain(table, drained)

@@ -53,10 +53,11 @@ class TaskView:
                     # Retry and cancel never stand side by side: a task can take only one of them.
                     if task.status.retryable:
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
-                                  on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"')
+                                  on_click=lambda: self.act("retry")) \
+                            .props('outline color=primary data-testid="detail-retry"').set_enabled(self.who.operator)
                     if task.status.cancellable:
                         ui.button("Cancel", icon="cancel", on_click=lambda: self.act("cancel")) \
-                            .props('flat color=negative data-testid="detail-cancel"')
+                            .props('flat color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
                 with ui.element("div").classes("grid grid-cols-2 md:grid-cols-4 gap-x-8 gap-y-3 w-full"):
                     fact("Customer", task.customer or fmt.DASH)
                     fact("Submitted by", task.submitted_by or fmt.DASH)
@@ -125,8 +126,8 @@ def not_found(task_id: str) -> None:
         ui.icon("search_off", size="48px").classes("quire-muted")
         ui.label("404 · no such task").classes("text-lg font-semibold")
         shown = task_id if len(task_id) <= 40 else task_id[:40] + "…"
-        ui.label(f"There is no task “{shown}”: task numbers are whole numbers that exist in this queue.") \
-            .classes("quire-muted text-center")
+        ui.label(f"There is no task {shown}.").classes("text-center")
+        ui.label("A task is named by its number, as the dashboard lists it.").classes("quire-muted text-center")
         ui.link("Back to the dashboard", "/dashboard").classes("text-primary")
 
 
@@ -134,9 +135,9 @@ def not_found(task_id: str) -> None:
 async def task_page(request: Request, task_id: str):
     who = viewer(request)
     with frame(who, active="dashboard"):
-        number = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) < 19 else None
+        number = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) < 40 else 0
         try:
-            task = await services.task_detail(app.state.pool, number) if number else None
+            task = await services.task_detail(app.state.pool, number) if services.valid_id(number) else None
         except NotFound:
             task = None
         if task is None:
