@@ -245,6 +245,7 @@ def take_screenshots(url: str, dsn: str, target: Path, *, seconds: float) -> Non
         for width, viewport in SHOT_VIEWPORTS.items():
             for theme in ("light", "dark"):
                 context = browser.new_context(viewport=viewport, device_scale_factor=1)
+                context.set_default_timeout(120_000)  # a busy machine under the workload is slow to answer
                 page = context.new_page()
                 page.goto(f"{url}/login?token={TOKEN}")
                 page.wait_for_function("() => window.did_handshake === true")
