@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from schema import rollups
 from schema.sql import fetch_all, fetch_one, q
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
@@ -55,6 +56,9 @@ class Summary:
     p95_latency_s: float | None
     first_created_at: datetime | None
     last_activity_at: datetime | None
+    unpriced_attempts: int = 0          # usage reported without a price: never shown as $0
+    compute_pending_attempts: int = 0   # finished job runs whose billing has not caught up yet
+    spend_per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)  # llm/compute/total: p50, p90
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,8 @@ def status_counts(conn: psycopg.Connection) -> dict[str, Any]:
     return {"agents": agents, "total": total}
 
 
-def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter) -> Summary:
+def stats_summary_direct(conn: psycopg.Connection, flt: TaskFilter) -> Summary:
+    """The summary aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     row = _run(conn, "stats_summary_filtered", flt.params())[0]
     statuses = ("enqueued", "processing", "completed", "failed", "cancelled")
     return Summary(
@@ -145,6 +150,75 @@ def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter) -> Summary
         avg_confidence=row["avg_confidence"], median_latency_s=row["median_latency_s"],
         p95_latency_s=row["p95_latency_s"], first_created_at=row["first_created_at"],
         last_activity_at=row["last_activity_at"])
+
+
+STATUSES = ("enqueued", "processing", "completed", "failed", "cancelled")
+SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
+
+
+def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Summary:
+    """The headline figures from the rollups: exact counts and spend, percentiles from histograms."""
+    rollups.fold_if_behind(conn)
+    params = flt.params()
+    rows = rollups.totals(conn, params)
+    hist = rollups.bins(conn, params)
+    counts = dict.fromkeys(STATUSES, 0)
+
+    def total(key: str) -> Any:
+        return sum((r[key] for r in rows if r[key] is not None), 0)
+    for r in rows:
+        counts[r["status"]] += r["tasks"]
+    confidence_n = total("confidence_n")
+    first = rollups.first_created(conn, params) if counts and sum(counts.values()) else None
+    moment = now or datetime.now(timezone.utc)
+    return Summary(
+        counts=counts, total=sum(counts.values()), input_tokens=int(total("input_tokens")),
+        output_tokens=int(total("output_tokens")), llm_cost_usd=Decimal(total("llm_cost_usd")),
+        compute_cost_usd=Decimal(total("compute_cost_usd")), tasks_with_usage=int(total("with_usage")),
+        attempts=int(total("attempts")),
+        avg_confidence=float(total("confidence_sum") / confidence_n) if confidence_n else None,
+        median_latency_s=rollups.percentile("l", hist["l"], 0.5), p95_latency_s=rollups.percentile("l", hist["l"], 0.95),
+        first_created_at=first, last_activity_at=moment if first else None,
+        unpriced_attempts=int(total("unpriced")), compute_pending_attempts=int(total("compute_pending")),
+        spend_per_task={name: {"p50": rollups.percentile(m, hist[m], 0.5), "p90": rollups.percentile(m, hist[m], 0.9),
+                               "tasks": sum(hist[m].values())}
+                        for name, m in SPEND_METRICS.items()})
+
+
+def _cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Spend per agent or customer (tasks that ran at least once), most expensive first."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if not r["attempted"]:
+            continue
+        name = r[key] if r[key] is not None else "(none)"
+        entry = out.setdefault(name, {"key": name, "llm_cost_usd": Decimal(0), "compute_cost_usd": Decimal(0),
+                                      "tokens": 0, "tasks": 0})
+        entry["llm_cost_usd"] += r["llm_cost_usd"] or 0
+        entry["compute_cost_usd"] += r["compute_cost_usd"] or 0
+        entry["tokens"] += (r["input_tokens"] or 0) + (r["output_tokens"] or 0)
+        entry["tasks"] += r["attempted"]
+    ordered = sorted((e for e in out.values() if e["tasks"]), key=lambda e: (-e["llm_cost_usd"], e["key"]))
+    return ordered[:limit] if limit else ordered
+
+
+def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
+                          end: datetime | None, bins: int = 20) -> Charts:
+    """Throughput, cost by agent and customer, latency and confidence distributions, from the rollups."""
+    rollups.fold_if_behind(conn)
+    params = flt.params()
+    bucket = bucket_for_span(params["date_from"] or start, params["date_to"] or end)
+    origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    rows = rollups.totals(conn, params)
+    by_customer = rows if flt.customers else rollups.totals(conn, params, all_customers=False)
+    hist = rollups.bins(conn, params)
+    latency_bins = [{"lo": lo, "hi": hi, "n": n} for b, n in sorted(hist["l"].items()) if n
+                    for lo, hi in [rollups.bin_range("l", b)]]
+    confidence_bins = [{"lo": (b - 1) / 10, "hi": b / 10, "n": n} for b, n in sorted(hist["c"].items()) if n]
+    return Charts(bucket_seconds=int(bucket.total_seconds()),
+                  throughput=rollups.throughput(conn, params, bucket=bucket, origin=origin, start=start),
+                  cost_by_agent=_cost_rows(rows, "agent"), cost_by_customer=_cost_rows(by_customer, "customer", limit=30),
+                  latency_bins=latency_bins, confidence_bins=confidence_bins)
 
 
 def task_list_page(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
@@ -197,9 +271,9 @@ def bucket_for_span(start: datetime | None, end: datetime | None, *, max_buckets
     return timedelta(seconds=steps[-1])
 
 
-def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
-                          end: datetime | None, bins: int = 20) -> Charts:
-    """Throughput, cost by agent and customer, latency and confidence distributions."""
+def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
+                        end: datetime | None, bins: int = 20) -> Charts:
+    """Charts aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     bucket = bucket_for_span(start, end)
     origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
     params = flt.params()
