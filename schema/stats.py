@@ -207,6 +207,8 @@ def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: d
     """Throughput, cost by agent and customer, latency and confidence distributions, from the rollups."""
     rollups.fold_if_behind(conn)
     params = flt.params()
+    start = start or rollups.first_created(conn, params)
+    end = end or (datetime.now(timezone.utc) if start else None)
     bucket = bucket_for_span(params["date_from"] or start, params["date_to"] or end)
     origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
     rows = rollups.totals(conn, params)
@@ -221,17 +223,47 @@ def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: d
                   latency_bins=latency_bins, confidence_bins=confidence_bins)
 
 
-def task_list_page(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
-                   limit: int = 25, offset: int = 0) -> tuple[list[TaskRow], int]:
-    """One page of tasks in the requested order, and how many tasks match in all."""
-    column = TASK_SORT_KEYS.get(sort, "t.id")
+def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
+                     after: tuple[Any, int] | None = None,
+                     limit: int = 25) -> tuple[list[TaskRow], tuple[Any, int] | None]:
+    """One page of tasks in the requested order after a cursor, and the cursor of the page after it.
+
+    A cursor is (sort value, id) of the last row shown: the next page starts right after it,
+    so a page costs the same at any depth and never shifts under inserts.
+    """
+    sort = sort if sort in TASK_SORT_KEYS else "id"
+    column = sql.SQL(TASK_SORT_KEYS[sort])
+    op = sql.SQL("<" if descending else ">")
     direction = sql.SQL("DESC NULLS LAST" if descending else "ASC NULLS LAST")
     tie = sql.SQL("t.id DESC" if descending else "t.id ASC")
-    order_by = sql.SQL("{} {}, {}").format(sql.SQL(column), direction, tie)
-    params = {**flt.params(), "limit": limit, "offset": offset}
-    rows = _run(conn, "task_list_page", params, order_by)
-    total = _run(conn, "task_count_filtered", flt.params())[0]["n"]
-    return [_task_row(r) for r in rows], total
+    params = {**flt.params(), "limit": limit, "after_value": None, "after_id": None}
+    if after is None:
+        condition: sql.Composable = sql.SQL("TRUE")
+    else:
+        params["after_value"], params["after_id"] = after
+        if isinstance(after[0], float):
+            # A real column read back as a Python float compares unequal to itself as float8: send
+            # the text, which Postgres reads as the column's own type.
+            params["after_value"] = repr(after[0])
+        name = ("task_after_id" if sort == "id" else
+                "task_after_cursor_null" if after[0] is None else "task_after_cursor")
+        condition = sql.SQL(q(name)).format(sort_value=column, op=op)
+    query = sql.SQL(q("task_list_keyset")).format(
+        task_filter=sql.SQL(q("task_filter")), after=condition, sort_value=column,
+        order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
+    from psycopg.rows import dict_row
+
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query, params)
+        rows = cur.fetchall()
+    cursor = (rows[-1]["sort_value"], rows[-1]["id"]) if len(rows) == limit else None
+    return [_task_row(r) for r in rows], cursor
+
+
+def task_count(conn: psycopg.Connection, flt: TaskFilter) -> int:
+    """How many tasks the filters select: exact, and cheap at any size, from the rollups."""
+    rollups.fold_if_behind(conn)
+    return sum(r["tasks"] for r in rollups.totals(conn, flt.params()))
 
 
 def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int | None,
@@ -247,6 +279,12 @@ def _task_row(row: dict[str, Any]) -> TaskRow:
     if values.get("latency_s") is not None:
         values["latency_s"] = float(values["latency_s"])
     return TaskRow(**values)
+
+
+def stats_totals_all(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """Per agent and status over every task: counts, attempts, tokens and spend, from the rollups."""
+    rollups.fold_if_behind(conn)
+    return rollups.totals(conn, TaskFilter().params())
 
 
 def task_list_by_ids(conn: psycopg.Connection, ids: list[int]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from schema import queue, worker_queries
 from schema.models import TaskStatus
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
 from worker.runs import RunTable
 from worker.wakeup import Wakeup, pause
@@ -94,6 +95,7 @@ class Claimer:
             with self.table.connection() as conn:
                 claims = queue.claim(conn, agent=name, worker_id=self.worker_id, limit=free)
             self.counters.add("claims", len(claims))
+            observe_claim_latency(claims)
             if agent.throttled and len(claims) < free:
                 cut_short.append(name)
             for claim in claims:

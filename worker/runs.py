@@ -12,6 +12,7 @@ from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import PROCESS, observe_report
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
 
 # Attempt states in which nobody else has settled the attempt: the worker may report for it.
@@ -222,6 +223,8 @@ class RunTable:
         cost = None
         if run.executor.billed_by_time and exit.wall_seconds is not None:
             cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
+        if exit.wall_seconds is not None:
+            PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
         queue.record_compute(conn, run.attempt_id, compute_seconds=exit.wall_seconds,
                              cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus)
 
@@ -230,7 +233,9 @@ class RunTable:
         try:
             with self.connection() as conn:
                 try:
+                    started = time.perf_counter()
                     outcome = queue.apply_callback(conn, attempt_id, payload)
+                    observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
                 except InvalidPayload as exc:
                     outcome = queue.apply_callback(conn, attempt_id, failure_report(
                         f"the agent's report is invalid: {exc}", retryable=False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -20,6 +21,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from agents.callback import SIGNATURE_HEADER, derive_attempt_secret, sign
 from app.api.common import get_pool, get_settings
 from app.api.health import record_callback
+from worker.metrics import observe_report
 from schema import queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
@@ -82,7 +84,9 @@ def _apply(pool: ConnectionPool, settings: Settings, attempt_id: int, body: byte
         _authenticate(conn, attempt_id, settings, body, signature)
         payload = _json_object(body)
         try:
+            started = time.perf_counter()
             outcome = queue.apply_callback(conn, attempt_id, payload)
+            observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
         except InvalidPayload as exc:
             raise HTTPException(422, str(exc)) from None
     logs.change("attempt", "callback", attempt=attempt_id, task=outcome.task_id,
