@@ -22,6 +22,8 @@ TASK_SORT_KEYS: dict[str, str] = {
     "tokens": "t.tokens", "llm_cost_usd": "t.llm_cost_usd", "latency_s": "(t.finished_at - t.created_at)",
 }
 
+NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
+
 
 @dataclass(frozen=True)
 class TaskFilter:
@@ -234,7 +236,9 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
     sort = sort if sort in TASK_SORT_KEYS else "id"
     column = sql.SQL(TASK_SORT_KEYS[sort])
     op = sql.SQL("<" if descending else ">")
-    direction = sql.SQL("DESC NULLS LAST" if descending else "ASC NULLS LAST")
+    # NULLS LAST on a column that has no NULLs would keep a DESC order off its index.
+    nulls = sql.SQL("" if sort in NOT_NULL_SORT_KEYS else " NULLS LAST")
+    direction = sql.SQL("DESC" if descending else "ASC") + nulls
     tie = sql.SQL("t.id DESC" if descending else "t.id ASC")
     params = {**flt.params(), "limit": limit, "after_value": None, "after_id": None}
     if after is None:
