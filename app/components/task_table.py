@@ -90,6 +90,7 @@ class TaskTable:
         self.pagination = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True, "rowsNumber": 0}
         # Keyset paging: page n+1 starts after the (sort value, id) of page n's last row.
         self._cursors: dict[int, tuple[Any, int]] = {}
+        self.total_hint: int | None = None  # the filter's total, when the caller just read it
         with ui.card().classes("quire-card w-full p-0 gap-0"):
             with ui.row().classes("w-full items-center px-4 py-3 gap-3"):
                 ui.label("Tasks").classes("quire-section-title")
@@ -154,7 +155,10 @@ class TaskTable:
                                                 after=after, per_page=per_page)
         if cursor is not None:
             self._cursors[page + 1] = cursor
-        total = await services.task_count(app.state.pool, self.filter)
+        # The page's summary read the same exact total a moment ago: no second read for it.
+        total, self.total_hint = self.total_hint, None
+        if total is None:
+            total = await services.task_count(app.state.pool, self.filter)
         self.pagination["rowsNumber"] = total
         self.table.rows = [table_row(r) for r in rows]
         self.table.pagination = dict(self.pagination)

@@ -20,9 +20,9 @@ from app.components.task_table import TaskTable
 from schema.stats import StreamEvent, Summary, TaskFilter
 
 # However many events arrive, a page reads the database at most once a second (figures and the
-# table), and redraws its charts at most every two seconds.
+# table), and redraws its charts at most every five seconds.
 REFRESH_MIN_SECONDS = 1.0
-CHART_MIN_SECONDS = 2.0
+CHART_MIN_SECONDS = 5.0
 
 
 def apply_deltas(summary: Summary, flt: TaskFilter, events: list[StreamEvent]) -> Summary:
@@ -82,6 +82,7 @@ class Dashboard:
             self.summary = summary
             self.kpis.update(summary)
             if table:
+                self.table.total_hint = summary.total if self.table.filter == flt else None
                 await self.table.refresh()
             self.updated.text = f"Updated {datetime.now(timezone.utc):%H:%M:%S} UTC"
 
