@@ -12,6 +12,7 @@ import psycopg
 from psycopg import sql
 
 from schema import rollups
+from schema.models import TaskStatus
 from schema.sql import fetch_all, fetch_one, q
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
@@ -154,7 +155,7 @@ def stats_summary_direct(conn: psycopg.Connection, flt: TaskFilter) -> Summary:
         last_activity_at=row["last_activity_at"])
 
 
-STATUSES = ("enqueued", "processing", "completed", "failed", "cancelled")
+STATUSES = tuple(s.value for s in TaskStatus)
 SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
 
 
