@@ -63,7 +63,6 @@ def ocr_page(page: Any) -> list[Line]:
     if problem:
         raise OCRUnavailable(problem)
     import pytesseract
-    from PIL import ImageFilter
 
     cmd = tesseract_cmd()
     pytesseract.pytesseract.tesseract_cmd = cmd
@@ -72,11 +71,11 @@ def ocr_page(page: Any) -> list[Line]:
     languages = _languages(cmd, os.environ.get("QUIRE_OCR_LANGUAGES", DEFAULT_LANGUAGES))
     scale = _DPI / 72
     image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
-    # Specks of dust and toner read as stray punctuation: a 3-pixel median removes them. Grey
-    # shading behind table rows hides their figures from Tesseract's own binarisation, so the
-    # page is made black and white first, keeping only ink darker than mid-grey.
-    image = image.filter(ImageFilter.MedianFilter(3)).point(lambda v: 255 if v > _INK else 0)
-    image = _straighten(image)
+    # Grey shading behind table rows hides their figures from Tesseract's own binarisation, so
+    # the page is made black and white first, keeping only ink darker than mid-grey. (Filtering
+    # out dust specks as well would also erase decimal points: the stray marks they leave are
+    # dropped as cells below instead.)
+    image = _straighten(image.point(lambda v: 255 if v > _INK else 0))
     # One uniform block: rows are read across every column, as an invoice's rows are meant.
     data = pytesseract.image_to_data(image, lang=languages, config="--psm 6",
                                      output_type=pytesseract.Output.DICT)
@@ -107,7 +106,9 @@ def _lines(data: dict, scale: float) -> list[Line]:
             end = right
             texts.append(data["text"][i].strip())
         cells.append(Cell(clean(" ".join(texts)), start / scale, end / scale))
-        cells = [c for c in cells if c.text]
+        # Table rules and dust read as "|", "_" or ".": cells with no letter or digit are noise.
+        cells = [Cell(text, c.x0, c.x1) for c in cells
+                 if (text := c.text.strip(" |_[]{}")) and any(ch.isalnum() for ch in text)]
         if cells:
             lines.append(Line(tuple(cells)))
     return lines

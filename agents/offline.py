@@ -50,7 +50,7 @@ def offline_fields(view: DocView, doc_type: str) -> dict[str, FieldValue]:
 
 
 class OfflineExtractor:
-    """Rule-based extraction for layouts never seen before, in en/it/fr/de."""
+    """Rule-based extraction for layouts never seen before, in en/it/fr/de/nl/es/pt."""
 
     name = "offline"
 
