@@ -33,6 +33,24 @@ async def _in_thread(pool: ConnectionPool, work: Callable[..., T], *args: Any, *
 
 
 STATUSES = [s.value for s in TaskStatus]
+MAX_ID = 2**63 - 1  # ids are bigint
+
+
+def valid_id(value: int) -> bool:
+    """Whether an id can name a row at all (a bigint of at least 1)."""
+    return 1 <= value <= MAX_ID
+
+
+def check_text(what: str, value: str | None) -> None:
+    """ValueError for text Postgres cannot store (a NUL character) or that is not valid Unicode."""
+    if value is None:
+        return
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode") from None
 
 
 def _moment(value: str | None, *, end: bool) -> datetime | None:
@@ -44,8 +62,8 @@ def _moment(value: str | None, *, end: bool) -> datetime | None:
             day = date.fromisoformat(value)
             return datetime.combine(day + timedelta(days=1) if end else day, time(), tzinfo=timezone.utc)
         moment = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ValueError(f"not an ISO date or datetime: {value!r}") from exc
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not an ISO date or datetime from 0001-01-01 to 9999-12-30: {value[:40]!r}") from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
@@ -53,6 +71,10 @@ def make_filter(date_from: str | None = None, date_to: str | None = None, status
                 agents: list[str] | None = None, customers: list[str] | None = None,
                 needs_review: bool = False) -> TaskFilter:
     """A TaskFilter from loosely typed inputs (query strings, form controls); ValueError if invalid."""
+    for what, values in (("status", statuses), ("agent", agents), ("customer", customers),
+                         ("date", [date_from, date_to])):
+        for value in values or ():
+            check_text(what, value)
     unknown = set(statuses or ()) - set(STATUSES)
     if unknown:
         raise ValueError(f"unknown status {', '.join(sorted(unknown))}: use {', '.join(STATUSES)}")
@@ -216,6 +238,14 @@ class SubmitResult:
     duplicate_of: dict[str, Any] | None = None
 
 
+def check_submission(names: list[str], options: SubmitOptions) -> None:
+    """ValueError, before anything is read or written, for a request Postgres could not store."""
+    check_text("agent", options.agent)
+    check_text("customer", options.customer)
+    for name in names:
+        check_text(f"file name {name[:80]!r}", name)
+
+
 def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
             submitted_by: str) -> list[SubmitResult]:
     results: list[SubmitResult] = []
@@ -261,7 +291,11 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload], options: SubmitOptions, *,
                  submitted_by: str) -> list[SubmitResult]:
-    """Checks every file, then stores and enqueues the good ones; duplicates are offered, not run."""
+    """Checks every file, then stores and enqueues the good ones; duplicates are offered, not run.
+
+    ValueError, with nothing written, when the request itself cannot be stored (see check_submission).
+    """
+    check_submission([u.name for u in uploads], options)
     return await _in_thread(pool, _submit, settings, uploads, options, submitted_by)
 
 

@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from agents.callback import SIGNATURE_HEADER, derive_attempt_secret, sign
 from app.api.common import get_pool, get_settings
 from app.api.health import record_callback
-from schema import queue
+from schema import payloads, queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
 from worker import logs
@@ -66,6 +66,9 @@ def _authenticate(conn: psycopg.Connection, attempt_id: int, settings: Settings,
 
 def _json_object(body: bytes) -> dict[str, Any]:
     """The body as a JSON object, or 422."""
+    # Parsing a deeply nested body would exhaust the parser's recursion: measure before parsing.
+    if payloads.nesting_depth(body) > payloads.MAX_DEPTH:
+        raise HTTPException(422, f"the body nests deeper than {payloads.MAX_DEPTH} levels")
     try:
         payload = json.loads(body)
     except ValueError:

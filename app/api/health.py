@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from psycopg_pool import ConnectionPool
 
-from app import live, services
+from app import auth, live, services
 from app.api.common import get_pool
 
 router = APIRouter(tags=["operations"])
@@ -41,14 +41,19 @@ def record_callback(outcome: str) -> None:
 
 
 @router.get("/healthz")
-async def healthz(pool: ConnectionPool = Depends(get_pool)) -> JSONResponse:
-    """200 while the database answers; `listen` says whether live push is on or the app is polling."""
+async def healthz(request: Request, pool: ConnectionPool = Depends(get_pool)) -> JSONResponse:
+    """200 while the database answers; `listen` says whether live push is on or the app is polling.
+
+    Anonymous callers (load balancers, probes) get the states only; the error texts, which can
+    name hosts and socket paths, are for signed-in callers.
+    """
     db_ok, db_detail = await services.database_ok(pool)
     broadcaster = live.current()
     body = {"status": "ok" if db_ok and broadcaster.healthy else ("degraded" if db_ok else "down"),
-            "database": db_detail, "listen": "live" if broadcaster.healthy else "polling",
-            "listen_error": None if broadcaster.healthy else broadcaster.last_error,
-            "sse_subscribers": broadcaster.subscribers}
+            "database": "ok" if db_ok else "unavailable", "listen": "live" if broadcaster.healthy else "polling"}
+    if auth.identity_of(request).authenticated:
+        body.update(database=db_detail, listen_error=None if broadcaster.healthy else broadcaster.last_error,
+                    sse_subscribers=broadcaster.subscribers)
     return JSONResponse(body, status_code=200 if db_ok else 503)
 
 

@@ -13,6 +13,7 @@ from schema.stats import TaskFilter, TaskRow
 
 RETRYABLE = ("failed", "cancelled", "completed")
 CANCELLABLE = ("enqueued", "processing")
+MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
 
 COLUMNS = [
     {"name": "id", "label": "#", "field": "id", "sortable": True, "align": "left"},
@@ -45,12 +46,32 @@ DOCUMENT_SLOT = """
 ACTIONS_SLOT = """
 <q-td :props="props" auto-width class="text-no-wrap">
   <q-btn flat dense round size="sm" icon="replay" color="primary" :data-testid="'retry-' + props.row.id"
-         :disable="!['failed','cancelled','completed'].includes(props.row.status)"
+         :disable="VIEWER || !['failed','cancelled','completed'].includes(props.row.status)"
          @click="() => $parent.$emit('retry', props.row)"><q-tooltip>Retry</q-tooltip></q-btn>
   <q-btn flat dense round size="sm" icon="cancel" color="negative" :data-testid="'cancel-' + props.row.id"
-         :disable="!['enqueued','processing'].includes(props.row.status)"
+         :disable="VIEWER || !['enqueued','processing'].includes(props.row.status)"
          @click="() => $parent.$emit('cancel', props.row)"><q-tooltip>Cancel</q-tooltip></q-btn>
 </q-td>"""
+
+
+def actions_slot(who: Identity) -> str:
+    """The row buttons, disabled for a viewer (the handlers and the server refuse them anyway)."""
+    return ACTIONS_SLOT.replace("VIEWER", "false" if who.operator else "true")
+
+
+def page_request(pagination: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """The pagination a browser asked for, within bounds: a page of 1 to MAX_ROWS_PER_PAGE rows."""
+    merged = {**pagination, **{k: asked[k] for k in ("page", "rowsPerPage", "sortBy", "descending") if k in asked}}
+    try:
+        rows = int(merged["rowsPerPage"] or MAX_ROWS_PER_PAGE)  # Quasar's 0 means "all"
+        page = int(merged["page"] or 1)
+    except (TypeError, ValueError, OverflowError):
+        rows, page = pagination["rowsPerPage"], 1
+    merged["rowsPerPage"] = min(max(rows, 1), MAX_ROWS_PER_PAGE)
+    merged["page"] = min(max(page, 1), 10**9)
+    merged["sortBy"] = merged["sortBy"] if isinstance(merged["sortBy"], str) else "id"
+    merged["descending"] = bool(merged["descending"])
+    return merged
 
 
 class PagedTable(ui.table):
@@ -105,15 +126,15 @@ class TaskTable:
                 .classes("w-full")
             self.table.add_slot("body-cell-status", STATUS_SLOT)
             self.table.add_slot("body-cell-document_name", DOCUMENT_SLOT)
-            self.table.add_slot("body-cell-actions", ACTIONS_SLOT)
+            self.table.add_slot("body-cell-actions", actions_slot(who))
             self.table.on("request", self._on_request, ["pagination"])
             self.table.on("retry", lambda e: self._act("retry", [int(e.args["id"])]))
             self.table.on("cancel", lambda e: self._act("cancel", [int(e.args["id"])]))
         self._selection_changed()
 
     async def _on_request(self, event) -> None:
-        self.pagination.update({k: event.args["pagination"][k]
-                                for k in ("page", "rowsPerPage", "sortBy", "descending") if k in event.args["pagination"]})
+        asked = event.args.get("pagination") if isinstance(event.args, dict) else None
+        self.pagination.update(page_request(self.pagination, asked if isinstance(asked, dict) else {}))
         await self.refresh()
 
     async def set_filter(self, flt: TaskFilter) -> None:
@@ -124,7 +145,7 @@ class TaskTable:
         await self.refresh()
 
     async def refresh(self) -> None:
-        per_page = self.pagination["rowsPerPage"] or 1000
+        per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
         rows, total = await services.task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
                                                descending=bool(self.pagination["descending"]),
                                                page=self.pagination["page"], per_page=per_page)
@@ -140,8 +161,8 @@ class TaskTable:
     def _selection_changed(self, *_: Any) -> None:
         selected = self.table.selected
         self.selected_label.text = f"{len(selected)} selected" if selected else ""
-        self.retry_selected.set_enabled(any(r["status"] in RETRYABLE for r in selected))
-        self.cancel_selected.set_enabled(any(r["status"] in CANCELLABLE for r in selected))
+        self.retry_selected.set_enabled(self.who.operator and any(r["status"] in RETRYABLE for r in selected))
+        self.cancel_selected.set_enabled(self.who.operator and any(r["status"] in CANCELLABLE for r in selected))
 
     async def _retry_selection(self) -> None:
         await self._act("retry", [r["id"] for r in self.table.selected if r["status"] in RETRYABLE])

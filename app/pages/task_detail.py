@@ -51,10 +51,11 @@ class TaskView:
                             .tooltip(f"Confidence below {fmt.percent(REVIEW_CONFIDENCE)}: check the fields")
                     if task.status.value in ("failed", "cancelled", "completed"):
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
-                                  on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"')
+                                  on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"') \
+                            .set_enabled(self.who.operator)
                     if task.status.value in ("enqueued", "processing"):
                         ui.button("Cancel", icon="cancel", on_click=lambda: self.act("cancel")) \
-                            .props('outline color=negative data-testid="detail-cancel"')
+                            .props('outline color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
                 with ui.element("div").classes("grid grid-cols-2 md:grid-cols-4 gap-x-8 gap-y-3 w-full"):
                     fact("Customer", task.customer or fmt.DASH)
                     fact("Submitted by", task.submitted_by or fmt.DASH)
@@ -115,8 +116,11 @@ async def task_page(request: Request, task_id: int):
         return who
     with frame(who, active="dashboard"):
         try:
+            if not services.valid_id(task_id):
+                raise NotFound(f"unknown task {task_id}")
             task = await services.task_detail(app.state.pool, task_id)
         except NotFound:
+            ui.context.client.status_code = 404
             with ui.card().classes("quire-card w-full p-8 items-center gap-2"):
                 ui.icon("search_off", size="48px").classes("quire-muted")
                 ui.label(f"There is no task {task_id}.").classes("text-lg")
