@@ -14,36 +14,38 @@ from nicegui import ui
 from app.services import STATUSES, make_filter
 from schema.stats import TaskFilter
 
-QUERY_KEYS = ("from", "to", "status", "agent", "customer")
+QUERY_KEYS = ("from", "to", "status", "agent", "customer", "review")
 
 
 class FilterValues:
     """The raw filter inputs, as the query string and the controls hold them."""
 
     def __init__(self, date_from: str | None = None, date_to: str | None = None, status: Sequence[str] = (),
-                 agent: Sequence[str] = (), customer: Sequence[str] = ()) -> None:
+                 agent: Sequence[str] = (), customer: Sequence[str] = (), review: bool = False) -> None:
         self.date_from, self.date_to = date_from or None, date_to or None
         self.status, self.agent, self.customer = list(status), list(agent), list(customer)
+        self.review = review
 
     @classmethod
     def from_query(cls, query: Mapping[str, list[str]]) -> "FilterValues":
         """From parsed query parameters (every key a list, as Starlette's `getlist` gives)."""
         first = lambda key: (query.get(key) or [None])[0]  # noqa: E731
         return cls(first("from"), first("to"), [s for s in query.get("status", []) if s in STATUSES],
-                   query.get("agent", []), query.get("customer", []))
+                   query.get("agent", []), query.get("customer", []), first("review") in ("1", "true"))
 
     def query_string(self) -> str:
         pairs = [("from", self.date_from), ("to", self.date_to)]
         pairs += [("status", s) for s in self.status] + [("agent", a) for a in self.agent]
-        pairs += [("customer", c) for c in self.customer]
+        pairs += [("customer", c) for c in self.customer] + [("review", "1" if self.review else None)]
         return urlencode([(k, v) for k, v in pairs if v])
 
     def active(self) -> int:
-        return sum(bool(v) for v in (self.date_from, self.date_to, self.status, self.agent, self.customer))
+        return sum(bool(v) for v in (self.date_from, self.date_to, self.status, self.agent, self.customer,
+                                     self.review))
 
     def to_filter(self) -> TaskFilter:
         """The TaskFilter these select; ValueError with a message for a person if they cannot be used."""
-        return make_filter(self.date_from, self.date_to, self.status, self.agent, self.customer)
+        return make_filter(self.date_from, self.date_to, self.status, self.agent, self.customer, self.review)
 
 
 class FilterBar:
@@ -68,12 +70,14 @@ class FilterBar:
                     self.status = self._select("Status", STATUSES, initial.status, "filter-status")
                     self.agent = self._select("Agent", initial.agent, initial.agent, "filter-agent")
                     self.customer = self._select("Customer", initial.customer, initial.customer, "filter-customer")
+                    self.review = ui.checkbox("Needs review", value=initial.review) \
+                        .props('dense data-testid="filter-review"').tooltip("Completed with a low confidence")
                     ui.space()
                     ui.button("Clear", icon="clear_all", on_click=self.clear).props("flat color=secondary")
                 self.error = ui.label("").classes("text-negative text-sm px-2 pb-2") \
                     .props('data-testid="filter-error" role="alert"')
         self._caption()
-        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer):
+        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer, self.review):
             control.on_value_change(self._changed)
 
     @staticmethod
@@ -100,7 +104,7 @@ class FilterBar:
 
     def values(self) -> FilterValues:
         return FilterValues(self.date_from.value, self.date_to.value, self.status.value or [],
-                            self.agent.value or [], self.customer.value or [])
+                            self.agent.value or [], self.customer.value or [], bool(self.review.value))
 
     def validate(self) -> bool:
         """Shows why the current inputs cannot be used; True when they can."""
@@ -137,3 +141,4 @@ class FilterBar:
             control.set_value("")
         for control in (self.status, self.agent, self.customer):
             control.set_value([])
+        self.review.set_value(False)

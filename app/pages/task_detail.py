@@ -13,7 +13,7 @@ from app.components.layout import frame, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
 from schema.errors import NotFound
 from schema.models import Task
-from schema.stats import StreamEvent
+from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
 
 class TaskView:
@@ -49,6 +49,10 @@ class TaskView:
                 with ui.row().classes("w-full items-center gap-3 flex-wrap"):
                     ui.badge(task.status.value, color=fmt.STATUS_COLORS[task.status.value]) \
                         .classes("text-sm px-3 py-1").props('data-testid="task-status"')
+                    if needs_review(task.status.value, task.confidence):
+                        ui.badge("needs review", color="warning").classes("text-sm px-3 py-1") \
+                            .props('data-testid="task-needs-review"') \
+                            .tooltip(f"Confidence below {fmt.percent(REVIEW_CONFIDENCE)}: check the fields")
                     ui.space()
                     # Retry and cancel never stand side by side: a task can take only one of them.
                     if task.status.retryable:
