@@ -344,3 +344,20 @@ def test_every_page_fits_the_screen_in_either_theme(browser, app_server, viewpor
             expect(page.locator('[data-testid="live-indicator"]')).to_be_visible()
     finally:
         page.context.close()
+
+
+def test_signing_in_from_a_shared_link_keeps_its_filters(browser, app_server):
+    server, conn = app_server
+    completed_tasks(conn, "Link Co", 2)
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/dashboard?customer=Link%20Co&status=completed")
+        assert urlparse(page.url).path == "/login"  # one middleware guards every page
+        page.locator('[data-testid="login-token"]').fill(TOKEN)
+        page.locator('[data-testid="login-submit"]').click()
+        page.wait_for_function("() => location.pathname === '/dashboard' && window.did_handshake === true")
+        assert parse_qs(urlparse(page.url).query) == {"customer": ["Link Co"], "status": ["completed"]}
+        expect(page.locator('[data-testid="kpi-completed"]')).to_have_text("2")
+    finally:
+        context.close()
