@@ -18,11 +18,11 @@ STATIC = Path(__file__).with_name("static")
 
 
 def public_url(settings: Settings) -> str:
-    """Where agents and people reach this process."""
-    if settings.public_url:
-        return settings.public_url.rstrip("/")
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{settings.port}"
+    """Where agents and people reach this process: the public URL (QUIRE_PUBLIC_URL, or the
+    Databricks App's own), else this machine's address, which only local agents can use."""
+    from worker import public_url as urls
+
+    return urls.public_url(settings) or urls.local_url(settings)
 
 
 def _optional_module(name: str):

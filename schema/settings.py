@@ -23,8 +23,9 @@ class AgentConfig(BaseModel):
     starvation_seconds: int = Field(120, ge=0)
     executor: str = "local"
     model: str | None = None
-    price_input_per_mtok: float = Field(0.0, ge=0)
-    price_output_per_mtok: float = Field(0.0, ge=0)
+    # Unset: the agent's token usage is recorded as unpriced, never as $0.
+    price_input_per_mtok: float | None = Field(None, ge=0)
+    price_output_per_mtok: float | None = Field(None, ge=0)
     settings: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -216,14 +216,19 @@ class RunTable:
                     worker=self.config.worker_id)
 
     def _record_compute(self, conn, run: Run, exit: Exit) -> None:
-        """Stores the run's measured compute: wall seconds, cost by time, DBUs."""
-        if exit.wall_seconds is None and exit.dbus is None:
+        """Stores the run's measured compute: wall seconds, cost by time, DBUs; or marks it pending."""
+        state = None
+        if run.executor.billed_by_tables:
+            state = "pending"  # the billing reconciler writes DBUs and cost once billing has the run
+        elif exit.wall_seconds is None and exit.dbus is None:
             return
         cost = None
         if run.executor.billed_by_time and exit.wall_seconds is not None:
             cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
+            state = "measured"
         queue.record_compute(conn, run.attempt_id, compute_seconds=exit.wall_seconds,
-                             cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus)
+                             cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus,
+                             compute_state=state)
 
     def _report(self, attempt_id: int, payload: dict[str, Any], *, raise_db_errors: bool = False):
         """Applies a report directly (the worker is trusted); an invalid one becomes a failure."""
