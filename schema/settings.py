@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
+    billing_seconds: float = Field(600.0, gt=0)            # how often job runs' billing is reconciled
 
     @field_validator("data_dir")
     @classmethod

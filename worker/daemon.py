@@ -15,6 +15,7 @@ from typing import Any, Callable
 from schema import db, queue
 from schema.settings import Settings
 from worker import logs
+from worker.billing import BillingConfig, BillingReconciler
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
@@ -29,7 +30,7 @@ from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
-THREADS = 6
+THREADS = 7
 
 
 def default_worker_id() -> str:
@@ -144,6 +145,10 @@ class WorkerDaemon:
             "sweeper": lambda: sweeper.loop(services_stop, call),
             "costs": lambda: costs.loop(services_stop, call),
         }
+        if self.settings.warehouse_id:
+            billing = BillingReconciler(pool, self.worker_id, BillingConfig(
+                warehouse_id=self.settings.warehouse_id, interval_seconds=self.settings.billing_seconds))
+            services["billing"] = lambda: billing.loop(services_stop, call)
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}

@@ -155,6 +155,7 @@ class FakeWorkspace:
         self.statements: dict[str, Statement] = {}
         self.statement_texts: list[tuple[str, dict[str, str]]] = []
         self.chunk_rows = 2
+        self.has_account_prices = True               # False: system.billing.account_prices is missing
         self.pending_polls = 0
         self.agent_env: dict[str, str] | None = None
         self.agent_cwd: str | None = None
@@ -205,6 +206,10 @@ class FakeWorkspace:
         self.statement_texts.append((text, params))
         if "system.billing.usage" not in text:
             return 400, {"error_code": "INVALID_PARAMETER_VALUE", "message": "the fake only knows the billing query"}
+        if "system.billing.account_prices" in text and not self.has_account_prices:
+            return 200, {"statement_id": "st-failed", "status": {"state": "FAILED", "error": {
+                "error_code": "BAD_REQUEST",
+                "message": "[TABLE_OR_VIEW_NOT_FOUND] The table `system`.`billing`.`account_prices` cannot be found"}}}
         wanted = set((params.get("run_ids") or "").split(","))
         rows = [[r["job_run_id"], str(r["dbus"]), None if r["cost_usd"] is None else str(r["cost_usd"])]
                 for r in self.billing if r["job_run_id"] in wanted]
