@@ -38,16 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--model", help="model or serving endpoint (sets QUIRE_LLM_MODEL)")
     run_cmd.add_argument("--price-input-per-mtok", help="USD per million input tokens")
     run_cmd.add_argument("--price-output-per-mtok", help="USD per million output tokens")
+    run_cmd.add_argument("--callback-key-scope", help="secret scope of the shared callback key")
+    run_cmd.add_argument("--callback-key-name", help="secret key of the shared callback key")
     return parser
 
 
 # Flag -> the environment variable the extractors read it from.
 RUN_SETTINGS = {"model": "QUIRE_LLM_MODEL", "price_input_per_mtok": "QUIRE_LLM_PRICE_INPUT_PER_MTOK",
-                "price_output_per_mtok": "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK"}
+                "price_output_per_mtok": "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK",
+                "callback_key_scope": "QUIRE_CALLBACK_KEY_SCOPE", "callback_key_name": "QUIRE_CALLBACK_KEY_NAME"}
 
 
 def apply_run_settings(args: argparse.Namespace) -> None:
-    """Puts the model and prices given on the command line where the extractors read them."""
+    """Puts the model, prices and key location given on the command line where they are read."""
     for attr, name in RUN_SETTINGS.items():
         value = getattr(args, attr, None)
         if value is None:
