@@ -215,8 +215,9 @@ class SubmitResult:
     duplicate_of: dict[str, Any] | None = None
 
 
-def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
-            submitted_by: str) -> list[SubmitResult]:
+def submit_documents(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
+                     submitted_by: str) -> list[SubmitResult]:
+    """The one submit path (UI, API, CLI): checks every file, offers duplicates, enqueues the rest at once."""
     results: list[SubmitResult] = []
     try:
         queue.get_agent(conn, options.agent)
@@ -233,23 +234,38 @@ def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOpti
         except DocumentRejected as exc:
             results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
     earlier = {} if options.rerun_duplicates else stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted])
+    fresh: dict[str, tuple[SubmitResult, CheckedDocument]] = {}
+    copies: list[tuple[SubmitResult, str]] = []
     for result, doc in accepted:
         match = earlier.get(doc.sha256)
         if match is not None:
             result.outcome, result.duplicate_of = "duplicate", _jsonable(match)
-            continue
-        uri = store_document(settings.files_path, doc)
-        try:
-            task = queue.enqueue(conn, agent=options.agent, document_uri=uri, priority=options.priority,
-                                 customer=options.customer or None, document_name=doc.name,
-                                 document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
-                                 parent_id=options.parent_id, submitted_by=submitted_by)
-        except QuireError as exc:
+        elif doc.sha256 in fresh and not options.rerun_duplicates:
+            copies.append((result, doc.sha256))  # a second copy in this batch: a duplicate of the first
+        else:
+            fresh[f"{doc.sha256}:{len(fresh)}" if options.rerun_duplicates else doc.sha256] = (result, doc)
+    if not fresh:
+        return results
+    entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
+                    priority=options.priority, customer=options.customer or None, document_name=doc.name,
+                    document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
+                    parent_id=options.parent_id) for _, doc in fresh.values()]
+    try:
+        tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)
+    except QuireError as exc:
+        for result, _ in fresh.values():
             result.outcome, result.error = "rejected", str(exc)
-            continue
+        for result, _ in copies:
+            result.outcome, result.error = "rejected", str(exc)
+        return results
+    created: dict[str, Task] = {}
+    for (result, doc), task in zip(fresh.values(), tasks):
         result.task_id = task.id
-        # A second copy in the same batch is a duplicate of this one, not a second task.
-        earlier[doc.sha256] = {"id": task.id, "status": task.status.value, "document_name": doc.name,
+        created.setdefault(doc.sha256, task)
+    for result, sha in copies:
+        task = created[sha]
+        result.outcome = "duplicate"
+        result.duplicate_of = {"id": task.id, "status": task.status.value, "document_name": task.document_name,
                                "confidence": None, "created_at": task.created_at.isoformat()}
     return results
 
@@ -261,7 +277,7 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
 async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload], options: SubmitOptions, *,
                  submitted_by: str) -> list[SubmitResult]:
     """Checks every file, then stores and enqueues the good ones; duplicates are offered, not run."""
-    return await _in_thread(pool, _submit, settings, uploads, options, submitted_by)
+    return await _in_thread(pool, submit_documents, settings, uploads, options, submitted_by)
 
 
 def sample_documents() -> list[tuple[Upload, str | None]]:

@@ -84,7 +84,7 @@ _AGENT_DEFAULTS: dict[str, Any] = {
 
 
 def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks: int | None = None,
-                    max_tpm: int | None = None, **more: Any) -> Agent:
+                    max_tpm: int | None = None, now: datetime | None = None, **more: Any) -> Agent:
     """Creates or updates an agent; None limits mean unlimited; unnamed settings keep their value."""
     unknown = set(more) - set(_AGENT_DEFAULTS)
     if unknown:
@@ -102,7 +102,7 @@ def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks
         config = {k: existing[k] for k in _AGENT_DEFAULTS} if existing else dict(_AGENT_DEFAULTS)
         config.update(more)
         config.update(name=name, max_concurrent_tasks=max_concurrent_tasks, max_tpm=max_tpm,
-                      settings=Jsonb(config["settings"] or {}))
+                      settings=Jsonb(config["settings"] or {}), now=now)
         try:
             row = _row(conn, "agent_upsert", config)
         except pg_errors.CheckViolation as exc:
@@ -142,39 +142,80 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
     return TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1)
 
 
+_BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
+                  "document_bytes", "pages", "estimated_tokens", "max_attempts", "parent_id")
+_TASK_FIELDS = frozenset(_BATCH_COLUMNS)
+
+
 def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
             customer: str | None = None, estimated_tokens: int | None = None,
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
             max_attempts: int = 3, now: datetime | None = None) -> Task:
-    """Adds one task to an agent's queue; priority 0..9, 9 the most urgent."""
-    _require_text(agent, "agent")
-    _require_text(document_uri, "document_uri")
-    _require_int(priority, "priority", low=0, high=9)
-    _require_int(max_attempts, "max_attempts", low=1)
-    if pages is not None:
-        _require_int(pages, "pages", low=0)
-    if document_bytes is not None:
-        _require_int(document_bytes, "document_bytes", low=0)
-    if estimated_tokens is None:
-        estimated_tokens = estimate_tokens(pages=pages, document_bytes=document_bytes)
-    _require_int(estimated_tokens, "estimated_tokens", low=1)
-    if document_sha256 is not None and not payloads.is_sha256(document_sha256):
-        raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
-    params = dict(agent=agent, document_uri=document_uri, priority=priority, customer=customer,
-                  estimated_tokens=estimated_tokens, document_name=document_name,
-                  document_sha256=document_sha256, pages=pages, document_bytes=document_bytes,
-                  parent_id=parent_id, submitted_by=submitted_by, retried_by=None,
-                  max_attempts=max_attempts, now=now)
-    with _tx(conn):
-        if _row(conn, "agent_get", {"agent": agent}) is None:
-            raise UnknownAgent(f"unknown agent {agent!r}")
-        if parent_id is not None and _row(conn, "task_get", {"task_id": parent_id}) is None:
-            raise UnknownTask(f"parent task {parent_id} does not exist")
-        _set_actor(conn, submitted_by)
-        row = _row(conn, "task_insert", params)
-    return task_from_row(row)
+    """Adds one task to an agent's queue (one round trip); priority 0..9, 9 the most urgent."""
+    [task] = enqueue_many(conn, [dict(
+        agent=agent, document_uri=document_uri, priority=priority, customer=customer,
+        estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
+        pages=pages, document_bytes=document_bytes, parent_id=parent_id, max_attempts=max_attempts)],
+        submitted_by=submitted_by, now=now)
+    return task
+
+
+def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """One task of a batch with its defaults, or InvalidArgument naming the entry."""
+    unknown = set(item) - _TASK_FIELDS
+    if unknown:
+        raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
+    task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
+            "document_bytes": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
+            "parent_id": None, **item}
+    try:
+        _require_text(task.get("agent"), "agent")
+        _require_text(task.get("document_uri"), "document_uri")
+        _require_int(task["priority"], "priority", low=0, high=9)
+        _require_int(task["max_attempts"], "max_attempts", low=1)
+        for key in ("pages", "document_bytes"):
+            if task[key] is not None:
+                _require_int(task[key], key, low=0)
+        if task["parent_id"] is not None:
+            _require_int(task["parent_id"], "parent_id", low=1)
+        if task["estimated_tokens"] is None:
+            task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"])
+        _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
+        if task["document_sha256"] is not None and not payloads.is_sha256(task["document_sha256"]):
+            raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
+        for key in ("document_uri", "document_name", "customer"):
+            if isinstance(task[key], str) and "\x00" in task[key]:
+                raise InvalidArgument(f"{key} must not contain NUL characters")
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"task {n}: {exc}" if n else str(exc)) from None
+    return task
+
+
+def enqueue_many(conn: psycopg.Connection, tasks: list[Mapping[str, Any]], *, submitted_by: str | None = None,
+                 now: datetime | None = None) -> list[Task]:
+    """Adds many tasks in one statement, all or none; returns them in the order given.
+
+    Each entry takes enqueue's keyword arguments (agent and document_uri required). An unknown
+    agent or parent fails the whole batch with UnknownAgent or UnknownTask.
+    """
+    checked = [_checked(t, n if len(tasks) > 1 else 0) for n, t in enumerate(tasks, start=1)]
+    if not checked:
+        return []
+    _require_idle(conn)
+    params: dict[str, Any] = {k: [t[k] for t in checked] for k in _BATCH_COLUMNS}
+    params.update(submitted_by=submitted_by, now=now)
+    try:
+        rows = _rows(conn, "task_insert_batch", params)
+    except pg_errors.ForeignKeyViolation as exc:
+        if "parent" in (exc.diag.constraint_name or ""):
+            raise UnknownTask(f"parent task does not exist: {exc.diag.message_detail}") from None
+        agents = sorted({t["agent"] for t in checked})
+        raise UnknownAgent(f"unknown agent {agents[0]!r}" if len(agents) == 1
+                           else f"unknown agent among {', '.join(map(repr, agents))}") from None
+    rows.sort(key=lambda r: r["id"])
+    return [task_from_row(r) for r in rows]
 
 
 # -- claim --------------------------------------------------------------------------------------
@@ -368,7 +409,7 @@ def attempt_secret(conn: psycopg.Connection, attempt_id: int) -> tuple[str, str 
 
 # -- operator actions ---------------------------------------------------------------------------
 
-def cancel(conn: psycopg.Connection, task_id: int, *, actor: str) -> Task:
+def cancel(conn: psycopg.Connection, task_id: int, *, actor: str, now: datetime | None = None) -> Task:
     """Cancels an enqueued or processing task; its running attempts are cancelled with it."""
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
@@ -377,14 +418,15 @@ def cancel(conn: psycopg.Connection, task_id: int, *, actor: str) -> Task:
         if task is None:
             raise UnknownTask(f"unknown task {task_id}")
         _set_actor(conn, actor)
-        row = _row(conn, "task_cancel_if_live", {"task_id": task_id, "actor": actor})
+        row = _row(conn, "task_cancel_if_live", {"task_id": task_id, "actor": actor, "now": now})
         if row is None:
             raise InvalidTransition(f"task {task_id} is {task['status']}: only enqueued or processing tasks can be cancelled")
-        _rows(conn, "attempt_cancel_open", {"task_id": task_id})
+        _rows(conn, "attempt_cancel_open", {"task_id": task_id, "now": now})
     return get_task(conn, task_id)
 
 
-def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int | None = None) -> Task:
+def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int | None = None,
+          now: datetime | None = None) -> Task:
     """Re-runs a failed or cancelled task; on a completed one, enqueues a re-extraction child."""
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
@@ -401,11 +443,11 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
                                         "document_sha256", "document_bytes", "pages",
                                         "estimated_tokens", "max_attempts")},
                 "priority": task["priority"] if priority is None else priority,
-                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": None})
+                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
         else:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
-                                                      "priority": priority})
+                                                      "priority": priority, "now": now})
             if row is None:
                 raise InvalidTransition(f"task {task_id} is {task['status']}: only failed, cancelled or completed tasks can be retried")
             new_id = task_id
@@ -451,8 +493,8 @@ def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds
             "compute_cost_usd": compute_cost_usd, "dbus": dbus})
 
 
-def hand_back(conn: psycopg.Connection, attempt_id: int) -> bool:
+def hand_back(conn: psycopg.Connection, attempt_id: int, *, now: datetime | None = None) -> bool:
     """Gives a running attempt's task back to the queue at once (worker shutdown)."""
     with _tx(conn):
-        return bool(_rows(conn, "attempt_hand_back", {"attempt_id": attempt_id}))
+        return bool(_rows(conn, "attempt_hand_back", {"attempt_id": attempt_id, "now": now}))
 

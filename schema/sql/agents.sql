@@ -27,7 +27,7 @@ ON CONFLICT (name) DO UPDATE SET
     price_input_per_mtok = excluded.price_input_per_mtok,
     price_output_per_mtok = excluded.price_output_per_mtok,
     settings = excluded.settings,
-    updated_at = now()
+    updated_at = coalesce(%(now)s, now())
 RETURNING *;
 
 -- name: agent_load_one

@@ -9,6 +9,29 @@ VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name
         coalesce(%(now)s, now()), coalesce(%(now)s, now()))
 RETURNING *;
 
+-- name: task_insert_batch
+-- Enqueues many tasks in one statement (one for a single task too): the arrays hold one entry per
+-- task, in order. The actor is set first, in the same transaction, for the event log; the
+-- statement trigger logs the events and notifies once. Unknown agents or parents fail it whole.
+WITH actor AS (
+    SELECT set_config('quire.actor', coalesce(%(submitted_by)s, ''), true) AS actor
+)
+INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
+                   document_bytes, pages, estimated_tokens, max_attempts, parent_id, submitted_by,
+                   run_after, created_at, updated_at)
+SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
+       r.document_bytes, r.pages, r.estimated_tokens, r.max_attempts, r.parent_id, %(submitted_by)s,
+       coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
+FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
+                             %(document_uri)s::text[], %(document_name)s::text[],
+                             %(document_sha256)s::text[], %(document_bytes)s::bigint[],
+                             %(pages)s::integer[], %(estimated_tokens)s::integer[],
+                             %(max_attempts)s::integer[], %(parent_id)s::bigint[])
+     WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
+                          document_bytes, pages, estimated_tokens, max_attempts, parent_id, ord)
+ORDER BY r.ord
+RETURNING *;
+
 -- name: task_get
 -- One task by id.
 SELECT * FROM tasks WHERE id = %(task_id)s;
@@ -200,17 +223,17 @@ UPDATE tasks SET pages = %(pages)s WHERE id = %(task_id)s AND pages IS DISTINCT 
 -- Cancels a task that is enqueued or processing; a later callback is then ignored.
 UPDATE tasks SET
     status = 'cancelled', cancelled_by = %(actor)s, locked_by = NULL, lease_expires_at = NULL,
-    finished_at = now(), updated_at = now()
+    finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
 WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
 RETURNING *;
 
 -- name: task_reopen_if_ended
 -- Retry of a failed or cancelled task: back to the queue with a fresh attempt budget, history kept.
 UPDATE tasks SET
-    status = 'enqueued', attempt_base = attempt_count, run_after = now(), waiting_since = NULL,
+    status = 'enqueued', attempt_base = attempt_count, run_after = coalesce(%(now)s, now()), waiting_since = NULL,
     priority = coalesce(%(priority)s, priority), retried_by = %(actor)s,
     result = NULL, confidence = NULL, error = NULL, finished_at = NULL,
-    locked_by = NULL, lease_expires_at = NULL, updated_at = now()
+    locked_by = NULL, lease_expires_at = NULL, updated_at = coalesce(%(now)s, now())
 WHERE id = %(task_id)s AND status IN ('failed', 'cancelled')
 RETURNING *;
 
