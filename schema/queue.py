@@ -143,8 +143,9 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
 
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
-                  "document_bytes", "pages", "estimated_tokens", "max_attempts", "parent_id")
-_TASK_FIELDS = frozenset(_BATCH_COLUMNS)
+                  "document_bytes", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
+                  "parent_id")
+_TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 
 
 def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
@@ -180,6 +181,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
                 _require_int(task[key], key, low=0)
         if task["parent_id"] is not None:
             _require_int(task["parent_id"], "parent_id", low=1)
+        # A static estimate is replaced at claim by what the agent learned documents cost.
+        task["estimate_is_static"] = task["estimated_tokens"] is None
         if task["estimated_tokens"] is None:
             task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"])
         _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
@@ -239,7 +242,7 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
             row = _row(conn, "agent_get", {"agent": agent})
             if row is None:
                 raise UnknownAgent(f"unknown agent {agent!r}")
-            if row["max_concurrent_tasks"] is None and row["max_tpm"] is None:
+            if not agent_from_row(row).throttled:
                 return []
             rows = _claim_admitted(conn, params, limit=limit, now=now)
     return _claims(rows)
@@ -296,16 +299,19 @@ def _claims(rows: list[dict[str, Any]]) -> list[Claim]:
 def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime | None) -> list[int]:
     load_row = _row(conn, "agent_load_one", {"agent": agent.name, "now": now})
     load = Load(in_flight=load_row["in_flight"], reserved_tokens=int(load_row["reserved_tokens"]))
-    if agent.max_concurrent_tasks is not None:
-        limit = min(limit, agent.max_concurrent_tasks - load.in_flight)
+    clock = load_row["now"]
+    if agent.throttled_until is not None and clock < agent.throttled_until:
+        return []  # the model endpoint asked us to wait (Retry-After)
+    max_concurrent, max_tpm = agent.concurrency_limit, agent.tpm_limit
+    if max_concurrent is not None:
+        limit = min(limit, max_concurrent - load.in_flight)
         if limit <= 0:
             return []
-    scan = limit if agent.max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
+    scan = limit if max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
     candidates = [Candidate(**r) for r in
                   _rows(conn, "task_candidates_for_admission", {"agent": agent.name, "now": now, "scan": scan})]
-    clock = load_row["now"]
-    decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=agent.max_concurrent_tasks,
-                     max_tpm=agent.max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
+    decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=max_concurrent,
+                     max_tpm=max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
     if decision.now_waiting:
         _rows(conn, "task_mark_waiting", {"ids": decision.now_waiting, "now": now})
     return decision.admitted
@@ -376,6 +382,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
 
         if noted["previously_reported"] == report.status:
             return outcome(CallbackKind.DUPLICATE, status)
+        _adapt_throttle(conn, task, attempt_id, report, now)
         common = {"task_id": task_id, "attempt_id": attempt_id, "now": now, "pages": report.pages}
         if status.terminal:
             if report.pages is not None:
@@ -397,6 +404,42 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             **common, "requeue": report.retryable and spent < task["max_attempts"], "error": report.error,
             "backoff_base": _Backoff.base_seconds, "backoff_cap": _Backoff.cap_seconds})
         return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
+
+
+# Adaptive throttle (AIMD): a rate limit halves the agent's effective TPM and concurrency; each
+# attempt that ran without one gives back 2% of the TPM and one slot, up to 90% of the TPM that met
+# the limit, and after five quiet minutes up to the configured limits.
+THROTTLE_FACTOR = 0.5
+THROTTLE_FLOOR_TPM = 1000
+THROTTLE_STEP = 0.02
+THROTTLE_QUIET_SECONDS = 300
+
+
+def throttle_back_off(conn: psycopg.Connection, agent: str, attempt_id: int, *, count: int,
+                      retry_after: float | None, now: datetime | None = None) -> dict[str, Any] | None:
+    """Records rate limits an attempt met; cuts the agent's effective limits once per round."""
+    return _row(conn, "agent_throttle_back_off", {
+        "agent": agent, "attempt_id": attempt_id, "count": count, "retry_after": retry_after or 0,
+        "factor": THROTTLE_FACTOR, "floor_tpm": THROTTLE_FLOOR_TPM, "now": now})
+
+
+def throttle_recover(conn: psycopg.Connection, successes: Mapping[str, int], *,
+                     now: datetime | None = None) -> list[dict[str, Any]]:
+    """Attempts ran without a rate limit: raises backed-off agents' effective limits additively."""
+    if not successes:
+        return []
+    return _rows(conn, "agent_throttle_recover_list", {
+        "agents": list(successes), "counts": list(successes.values()), "step": THROTTLE_STEP,
+        "quiet_seconds": THROTTLE_QUIET_SECONDS, "now": now})
+
+
+def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_id: int,
+                    report: payloads.Report, now: datetime | None) -> None:
+    if report.rate_limited:
+        throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
+                          retry_after=report.retry_after_seconds, now=now)
+    elif report.status == "completed" and (report.input_tokens or report.output_tokens):
+        throttle_recover(conn, {task["agent"]: 1}, now=now)
 
 
 def attempt_secret(conn: psycopg.Connection, attempt_id: int) -> tuple[str, str | None]:
