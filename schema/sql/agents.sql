@@ -55,8 +55,9 @@ ORDER BY a.name;
 
 -- name: agent_throttle_back_off
 -- The model endpoint rate-limited an attempt (HTTP 429): halve the agent's effective TPM and
--- concurrency (from what it ran at: configured, adaptive, or observed), remember the TPM that met
--- the limit, and admit nothing until its Retry-After. Reports of attempts started before the
+-- concurrency (from what it ran at: configured, adaptive, or observed), remember the tokens that
+-- reached the endpoint in the last minute (its quota, near enough), and admit nothing until its
+-- Retry-After. Reports of attempts started before the
 -- last back-off only count: one cut per round of work, as AIMD takes one per round trip.
 WITH observed AS (
     SELECT (SELECT count(*) FROM tasks WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
@@ -67,8 +68,10 @@ WITH observed AS (
            (SELECT started_at FROM task_attempts WHERE id = %(attempt_id)s) AS attempt_started_at
 ), ran AS (
     SELECT a.name,
-           coalesce(a.effective_tpm, a.max_tpm, greatest(o.window_tokens, %(floor_tpm)s)) AS tpm,
+           -- The rate it sent at: its limit, or what it used in the last minute if that was less.
+           least(coalesce(a.effective_tpm, a.max_tpm), greatest(o.window_tokens, %(floor_tpm)s)) AS tpm,
            coalesce(a.effective_concurrency, a.max_concurrent_tasks, greatest(o.in_flight, 1)) AS concurrency,
+           o.window_tokens,
            a.last_rate_limited_at IS NULL OR o.attempt_started_at >= a.last_rate_limited_at AS cut
     FROM agents a, observed o
     WHERE a.name = %(agent)s
@@ -78,6 +81,7 @@ UPDATE agents a SET
                          ELSE a.effective_tpm END,
     effective_concurrency = CASE WHEN r.cut THEN greatest(1, floor(r.concurrency * %(factor)s))::integer
                                  ELSE a.effective_concurrency END,
+    -- What reached the endpoint in the minute it refused is the best guess at its quota.
     throttle_ceiling_tpm = CASE WHEN r.cut THEN r.tpm ELSE a.throttle_ceiling_tpm END,
     last_rate_limited_at = CASE WHEN r.cut THEN coalesce(%(now)s, now()) ELSE a.last_rate_limited_at END,
     throttled_until = greatest(a.throttled_until,
