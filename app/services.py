@@ -96,6 +96,22 @@ async def filter_options(pool: ConnectionPool) -> dict[str, list[str]]:
     return await _in_thread(pool, stats.stats_filter_options)
 
 
+async def adaptive_limits(pool: ConnectionPool) -> list[str]:
+    """One line per agent running at adaptive limits after rate limits: effective vs configured."""
+    lines = []
+    for a in await _in_thread(pool, queue.list_agents):
+        if a.effective_tpm is None and a.effective_concurrency is None:
+            continue
+        parts = []
+        if a.effective_tpm is not None:
+            parts.append(f"{a.effective_tpm:,} of {a.max_tpm:,} TPM" if a.max_tpm else f"{a.effective_tpm:,} TPM")
+        if a.effective_concurrency is not None:
+            parts.append(f"{a.effective_concurrency} of {a.max_concurrent_tasks} at once" if a.max_concurrent_tasks
+                         else f"{a.effective_concurrency} at once")
+        lines.append(f"{a.name}: {', '.join(parts)} after {a.rate_limited_total:,} rate limits")
+    return lines
+
+
 async def agent_names(pool: ConnectionPool) -> list[str]:
     agents = await _in_thread(pool, queue.list_agents)
     return [a.name for a in agents]
