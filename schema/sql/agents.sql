@@ -61,9 +61,10 @@ ORDER BY a.name;
 -- last back-off only count: one cut per round of work, as AIMD takes one per round trip.
 WITH observed AS (
     SELECT (SELECT count(*) FROM tasks WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
-           (SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0)
+           -- Tokens the endpoint actually served in the last minute (reported, not reserved).
+           (SELECT coalesce(sum(input_tokens + output_tokens), 0)
               FROM task_attempts
-             WHERE agent = %(agent)s
+             WHERE agent = %(agent)s AND usage_recorded_at IS NOT NULL
                AND started_at > coalesce(%(now)s, now()) - interval '60 seconds') AS window_tokens,
            (SELECT started_at FROM task_attempts WHERE id = %(attempt_id)s) AS attempt_started_at
 ), ran AS (
