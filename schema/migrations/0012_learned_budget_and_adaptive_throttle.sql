@@ -96,3 +96,6 @@ ALTER TABLE agents
 
 -- Whether the task's estimate is the static guess from its size, which a learned one replaces.
 ALTER TABLE tasks ADD COLUMN estimate_is_static boolean NOT NULL DEFAULT false;
+
+-- The token window counts attempts until a minute after they ended.
+CREATE INDEX task_attempts_finished_idx ON task_attempts (agent, finished_at);

@@ -32,17 +32,20 @@ RETURNING *;
 
 -- name: agent_load_one
 -- What admission needs to know about the work of one agent already admitted: tasks in flight and
--- tokens reserved (actual usage once reported, else the estimate) over the trailing minute, and
+-- tokens reserved (actual usage once reported, else the estimate) of attempts running or ended
+-- in the trailing minute, and
 -- the clock admission decides by.
 SELECT
     coalesce(%(now)s, now()) AS now,
     (SELECT count(*) FROM tasks
       WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
+    -- An attempt's tokens reach the endpoint until it ends: it counts until a minute after that.
     (SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0)
        FROM task_attempts
       WHERE agent = %(agent)s
         AND (status = 'processing'
-             OR started_at > coalesce(%(now)s, now()) - interval '60 seconds')) AS reserved_tokens;
+             OR coalesce(finished_at, started_at) > coalesce(%(now)s, now()) - interval '60 seconds'))
+    AS reserved_tokens;
 
 -- name: agent_backlog_list
 -- Agents with work that is claimable now, for the claim loop.
