@@ -133,6 +133,7 @@ def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path):
 
 
 def test_submit_goes_through_the_upload_service_and_offers_duplicates(quire, tmp_path, conn):
+    quire("migrate")  # configures the default agent: submit only reads configuration
     a = make_pdf(tmp_path / "a.pdf", pages=2)
     copy = tmp_path / "copy-of-a.pdf"
     copy.write_bytes(a.read_bytes())
