@@ -68,7 +68,8 @@ def _moment(value: str | None, *, end: bool) -> datetime | None:
 
 
 def make_filter(date_from: str | None = None, date_to: str | None = None, statuses: list[str] | None = None,
-                agents: list[str] | None = None, customers: list[str] | None = None) -> TaskFilter:
+                agents: list[str] | None = None, customers: list[str] | None = None,
+                needs_review: bool = False) -> TaskFilter:
     """A TaskFilter from loosely typed inputs (query strings, form controls); ValueError if invalid."""
     for what, values in (("status", statuses), ("agent", agents), ("customer", customers),
                          ("date", [date_from, date_to])):
@@ -79,7 +80,7 @@ def make_filter(date_from: str | None = None, date_to: str | None = None, status
         raise ValueError(f"unknown status {', '.join(sorted(unknown))}: use {', '.join(STATUSES)}")
     return TaskFilter(date_from=_moment(date_from, end=False), date_to=_moment(date_to, end=True),
                       statuses=tuple(statuses or ()), agents=tuple(a for a in agents or () if a),
-                      customers=tuple(c for c in customers or () if c))
+                      customers=tuple(c for c in customers or () if c), needs_review=bool(needs_review))
 
 
 # -- reading ------------------------------------------------------------------------------------

@@ -35,11 +35,23 @@ class TaskFilter:
     statuses: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()
     customers: tuple[str, ...] = ()
+    needs_review: bool = False         # completed with a confidence below REVIEW_CONFIDENCE
 
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,
                 "statuses": list(self.statuses) or None, "agents": list(self.agents) or None,
-                "customers": list(self.customers) or None}
+                "customers": list(self.customers) or None,
+                "review_below": REVIEW_CONFIDENCE if self.needs_review else None}
+
+
+# A completed result whose overall confidence is below this needs a person to check it: the
+# agents lower confidence when a cross-check fails (totals that do not add up, a scan read by OCR).
+REVIEW_CONFIDENCE = 0.6
+
+
+def needs_review(status: str, confidence: float | None) -> bool:
+    """Whether a task's result should be checked by a person."""
+    return status == "completed" and confidence is not None and confidence < REVIEW_CONFIDENCE
 
 
 @dataclass(frozen=True)

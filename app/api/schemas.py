@@ -18,10 +18,11 @@ def filter_query(
     status: list[str] = Query([], description=f"any of {', '.join(STATUSES)}; repeatable"),
     agent: list[str] = Query([], description="repeatable"),
     customer: list[str] = Query([], description="repeatable"),
+    needs_review: bool = Query(False, description="only completed tasks with a low confidence"),
 ) -> TaskFilter:
     """FastAPI dependency: the dashboard filters from the query string."""
     try:
-        return make_filter(date_from, date_to, status, agent, customer)
+        return make_filter(date_from, date_to, status, agent, customer, needs_review)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 

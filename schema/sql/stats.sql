@@ -10,6 +10,7 @@ AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz
 AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[]))
 AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
 AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
+AND (%(review_below)s::float8 IS NULL OR (t.status = 'completed' AND t.confidence < %(review_below)s::float8))
 
 -- name: stats_summary_filtered
 -- Every headline figure of the dashboard in one pass over the filtered tasks and their attempts.

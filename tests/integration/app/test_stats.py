@@ -174,3 +174,17 @@ def test_billing_lookup_sends_the_run_ids_and_sums_the_rows():
         assert len(FakeStatements.received) == 1  # no run ids: no query
     finally:
         server.shutdown()
+
+
+def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
+    _seed(conn)  # three completed at 0.9, three enqueued
+    make_task(conn, "beta", customer="globex")
+    _finish(conn, "beta", confidence=0.42, tokens=10, cost=0.0)  # the three beta tasks
+    flagged = stats.stats_summary_filtered(conn, TaskFilter(needs_review=True))
+    assert flagged.total == 4 and flagged.counts.get("completed") == 4
+    assert abs(flagged.avg_confidence - 0.42) < 1e-6
+    rows, total = stats.task_list_page(conn, TaskFilter(needs_review=True), sort="id", descending=False,
+                                       limit=10, offset=0)
+    assert total == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    assert stats.needs_review("completed", 0.42) and not stats.needs_review("completed", 0.9)
+    assert not stats.needs_review("failed", None)
