@@ -124,3 +124,37 @@ def check_line_items(fields: dict[str, FieldValue], items: list[dict]) -> bool |
     if not amounts or not targets:
         return None
     return any(_close(sum(amounts), t) for t in targets)
+
+
+def answer_problems(document_type: str, fields: dict[str, FieldValue]) -> dict[str, str]:
+    """Checks a model's answer must pass, as the offline rules do: field name -> what is wrong."""
+    problems: dict[str, str] = {}
+    value = {name: fv.value for name, fv in fields.items()}
+    for name in ("subtotal", "tax", "total", "revenue", "total_assets", "total_value"):
+        amount = value.get(name)
+        if isinstance(amount, (int, float)) and abs(amount) >= MAX_AMOUNT * 1000:
+            problems[name] = f"{amount} is not a plausible amount (an identifier read as money?)"
+    if document_type != "invoice":
+        return problems
+    number = value.get("invoice_number")
+    if isinstance(number, str) and is_tax_id(number):
+        problems["invoice_number"] = (f"{number!r} has the shape of a VAT/GST/company ID, "
+                                      "not an invoice number")
+    for name in ("subtotal", "tax", "total"):
+        amount = value.get(name)
+        if isinstance(amount, (int, float)) and abs(amount) >= MAX_AMOUNT:
+            problems[name] = f"{amount} is not a plausible invoice amount"
+    sub, tax, total = value.get("subtotal"), value.get("tax"), value.get("total")
+    if None not in (sub, tax, total) and not _close(sub + tax, total):
+        problems["total"] = (f"subtotal {sub} + tax {tax} = {round(sub + tax, 2)}, not the total "
+                             f"{total} (a discount, shipping line or a misread figure?)")
+    if total is not None and total < 0 and (sub is None or sub >= 0):
+        problems["total"] = f"a negative total {total} on an invoice that is not a credit note"
+    return problems
+
+
+def lower_confidence(fields: dict[str, FieldValue], names, factor: float = 0.7) -> None:
+    """Multiply the confidence of the named fields, for checks that still fail."""
+    for name in names:
+        if name in fields and fields[name].value is not None:
+            fields[name].confidence = round(fields[name].confidence * factor, 3)

@@ -13,7 +13,7 @@ from app.components.layout import frame, guard, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
 from schema.errors import NotFound
 from schema.models import Task
-from schema.stats import StreamEvent
+from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
 
 class TaskView:
@@ -45,6 +45,10 @@ class TaskView:
                                  f"{fmt.count(task.pages)} pages · {fmt.size(task.document_bytes)}").classes("quire-muted")
                     ui.badge(task.status.value, color=fmt.STATUS_COLORS[task.status.value]) \
                         .classes("text-sm px-3 py-1").props('data-testid="task-status"')
+                    if needs_review(task.status.value, task.confidence):
+                        ui.badge("needs review", color="warning").classes("text-sm px-3 py-1") \
+                            .props('data-testid="task-needs-review"') \
+                            .tooltip(f"Confidence below {fmt.percent(REVIEW_CONFIDENCE)}: check the fields")
                     if task.status.value in ("failed", "cancelled", "completed"):
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
                                   on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"') \
