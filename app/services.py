@@ -89,16 +89,22 @@ async def summary(pool: ConnectionPool, flt: TaskFilter) -> Summary:
     return await _in_thread(pool, stats.stats_summary_filtered, flt)
 
 
-async def charts(pool: ConnectionPool, flt: TaskFilter, overview: Summary) -> Charts:
-    """Chart data; the summary's time span picks the throughput bucket."""
-    return await _in_thread(pool, stats.stats_charts_filtered, flt, start=overview.first_created_at,
-                            end=overview.last_activity_at)
+async def charts(pool: ConnectionPool, flt: TaskFilter, overview: Summary | None = None) -> Charts:
+    """Chart data; the summary's time span (or the filter's own, read here) picks the throughput bucket."""
+    return await _in_thread(pool, stats.stats_charts_filtered, flt,
+                            start=overview.first_created_at if overview else None,
+                            end=overview.last_activity_at if overview else None)
 
 
-async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool, page: int,
-                    per_page: int) -> tuple[list[TaskRow], int]:
-    return await _in_thread(pool, stats.task_list_page, flt, sort=sort, descending=descending,
-                            limit=per_page, offset=max(page - 1, 0) * per_page)
+async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,
+                    after: tuple[Any, int] | None, per_page: int) -> tuple[list[TaskRow], tuple[Any, int] | None]:
+    """One keyset page of the task table and the cursor of the next (None on the last page)."""
+    return await _in_thread(pool, stats.task_list_keyset, flt, sort=sort, descending=descending,
+                            after=after, limit=per_page)
+
+
+async def task_count(pool: ConnectionPool, flt: TaskFilter) -> int:
+    return await _in_thread(pool, stats.task_count, flt)
 
 
 async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before_id: int | None,
@@ -327,7 +333,7 @@ async def database_ok(pool: ConnectionPool, *, timeout: float = 3.0) -> tuple[bo
 
 
 async def metrics_data(pool: ConnectionPool) -> dict[str, Any]:
+    """What /metrics reads from the database: the rollups' totals and the queue's head per agent."""
     def read(conn):
-        return {"status": stats.status_counts(conn), "queue": stats.stats_queue_health(conn),
-                "attempts": stats.stats_attempt_counts(conn)}
+        return {"totals": stats.stats_totals_all(conn), "queue": stats.stats_queue_health(conn)}
     return await _in_thread(pool, read)

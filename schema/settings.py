@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(30.0, ge=0)      # SIGTERM: time in-flight runs get to finish
     sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases
     reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
+    rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
 

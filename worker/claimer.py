@@ -12,6 +12,7 @@ from schema import queue, worker_queries
 from schema.models import Agent, TaskStatus
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
 from worker.runs import RunTable
 from worker.wakeup import Wakeup, pause
@@ -141,6 +142,7 @@ class Claimer:
             with self.table.connection() as conn:
                 claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
             self.counters.add("claims", len(claims))
+            observe_claim_latency(claims)
             if len(claims) < free:
                 cut_short.append(name)
             self._launch(claims, agents)

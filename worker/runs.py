@@ -12,6 +12,7 @@ from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import PROCESS, observe_report
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
 
 
@@ -286,6 +287,8 @@ class RunTable:
 
     def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
         exit = run.exit
+        if exit.wall_seconds is not None:
+            PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
         reported = done.reported_status if done is not None else None
         if done is not None and done.completed:
             reported = "by worker"
@@ -300,7 +303,9 @@ class RunTable:
         try:
             with self.connection() as conn:
                 try:
+                    started = time.perf_counter()
                     outcome = queue.apply_callback(conn, attempt_id, payload)
+                    observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
                 except InvalidPayload as exc:
                     outcome = queue.apply_callback(conn, attempt_id, failure_report(
                         f"the agent's report is invalid: {exc}", retryable=False))

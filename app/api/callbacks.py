@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -24,6 +25,7 @@ from schema import payloads, queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
 from worker import logs
+from worker.metrics import observe_report
 from worker.executors.databricks import DatabricksExecutor
 
 router = APIRouter(tags=["callbacks"])
@@ -85,7 +87,9 @@ def _apply(pool: ConnectionPool, settings: Settings, attempt_id: int, body: byte
         _authenticate(conn, attempt_id, settings, body, signature)
         payload = _json_object(body)
         try:
+            started = time.perf_counter()
             outcome = queue.apply_callback(conn, attempt_id, payload)
+            observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
         except InvalidPayload as exc:
             raise HTTPException(422, str(exc)) from None
     logs.change("attempt", "callback", attempt=attempt_id, task=outcome.task_id,

@@ -96,7 +96,8 @@ async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None
     """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
     rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
     next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
-    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor)
+    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor,
+                    total=await services.task_count(pool, flt))
 
 
 async def _task_or_404(pool: ConnectionPool, task_id: int):

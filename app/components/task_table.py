@@ -13,6 +13,7 @@ from schema.stats import TaskFilter, TaskRow
 
 RETRYABLE = ("failed", "cancelled", "completed")
 CANCELLABLE = ("enqueued", "processing")
+MAX_CURSOR_WALK = 50
 MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
 
 COLUMNS = [
@@ -109,6 +110,9 @@ class TaskTable:
         self.filter = TaskFilter()
         self._on_changed = on_changed
         self.pagination = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True, "rowsNumber": 0}
+        # Keyset paging: page n+1 starts after the (sort value, id) of page n's last row.
+        self._cursors: dict[int, tuple[Any, int]] = {}
+        self.total_hint: int | None = None  # the filter's total, when the caller just read it
         with ui.card().classes("quire-card w-full p-0 gap-0"):
             with ui.row().classes("w-full items-center px-4 py-3 gap-3"):
                 ui.label("Tasks").classes("quire-section-title")
@@ -133,22 +137,51 @@ class TaskTable:
         self._selection_changed()
 
     async def _on_request(self, event) -> None:
+        before = {k: self.pagination.get(k) for k in ("rowsPerPage", "sortBy", "descending")}
         asked = event.args.get("pagination") if isinstance(event.args, dict) else None
         self.pagination.update(page_request(self.pagination, asked if isinstance(asked, dict) else {}))
+        if before != {k: self.pagination.get(k) for k in before}:
+            self._cursors = {}  # another order or page size: cursors of the old one mean nothing
         await self.refresh()
+
+    async def _cursor_for(self, page: int) -> tuple[Any, int] | None:
+        """The keyset cursor page `page` starts after; walks forward from the nearest known page."""
+        if page <= 1:
+            return None
+        known = max((p for p in self._cursors if p <= page), default=1)
+        cursor = self._cursors.get(known)
+        per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
+        sort, descending = self.pagination["sortBy"] or "id", bool(self.pagination["descending"])
+        # A far jump walks at most MAX_CURSOR_WALK pages (the table offers next and previous).
+        for p in range(known, min(page, known + MAX_CURSOR_WALK)):
+            _, cursor = await services.task_page(app.state.pool, self.filter, sort=sort, descending=descending,
+                                                 after=cursor, per_page=per_page)
+            if cursor is None:
+                return None
+            self._cursors[p + 1] = cursor
+        return cursor
 
     async def set_filter(self, flt: TaskFilter) -> None:
         self.filter = flt
         self.pagination["page"] = 1
+        self._cursors = {}
         self.table.selected = []
         self._selection_changed()
         await self.refresh()
 
     async def refresh(self) -> None:
         per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
-        rows, total = await services.task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
-                                               descending=bool(self.pagination["descending"]),
-                                               page=self.pagination["page"], per_page=per_page)
+        page = max(int(self.pagination["page"] or 1), 1)
+        after = await self._cursor_for(page)
+        rows, cursor = await services.task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
+                                                descending=bool(self.pagination["descending"]),
+                                                after=after, per_page=per_page)
+        if cursor is not None:
+            self._cursors[page + 1] = cursor
+        # The page's summary read the same exact total a moment ago: no second read for it.
+        total, self.total_hint = self.total_hint, None
+        if total is None:
+            total = await services.task_count(app.state.pool, self.filter)
         self.pagination["rowsNumber"] = total
         self.table.rows = [table_row(r) for r in rows]
         self.table.pagination = dict(self.pagination)
