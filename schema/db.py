@@ -18,6 +18,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 log = logging.getLogger("quire.db")
+CONNECT_TIMEOUT = 3  # seconds to reach the server before a connection attempt fails
 
 
 class CredentialProvider(Protocol):
@@ -130,13 +131,22 @@ def redacted(dsn: str) -> str:
 
 
 
-def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire"):
-    """A synchronous pool of autocommit dict-row connections; credentials minted per connection."""
+def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire",
+              timeout: float = 30.0, reconnect_timeout: float = 300.0, connect_timeout: int = CONNECT_TIMEOUT):
+    """A synchronous pool of autocommit dict-row connections; credentials minted per connection.
+
+    `timeout` bounds a wait for a connection; a short `reconnect_timeout` ends the backoff of a
+    failed reconnection early, so the next request after an outage tries at once.
+    """
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 
+    dsn = dsn or database_url()
+    # An unreachable server fails a connection in seconds, not after the OS's TCP timeout.
+    extra = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": connect_timeout}
     return ConnectionPool(
-        dsn or database_url(),
-        kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **connection_kwargs()},
-        min_size=min_size, max_size=max_size, name=name, open=True,
-        check=ConnectionPool.check_connection,
+        dsn,
+        kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **extra, **connection_kwargs()},
+        min_size=min_size, max_size=max_size, name=name, open=True, timeout=timeout,
+        reconnect_timeout=reconnect_timeout, check=ConnectionPool.check_connection,
     )

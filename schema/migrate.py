@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import tuple_row
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -33,6 +34,17 @@ def available() -> list[Migration]:
     if len(set(versions)) != len(versions):
         raise RuntimeError(f"two migrations share a number: {versions}")
     return found
+
+
+def pending(conn: psycopg.Connection) -> list[Migration]:
+    """The shipped migrations this database has not applied; reads only."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+        if not cur.fetchone()[0]:
+            return available()
+        cur.execute("SELECT version FROM schema_migrations")
+        done = {version for (version,) in cur.fetchall()}
+    return [m for m in available() if m.version not in done]
 
 
 def migrate(conn: psycopg.Connection) -> list[int]:

@@ -12,6 +12,7 @@ from schema import queue, worker_queries
 from schema.models import Agent, TaskStatus
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
 from worker.runs import RunTable
 from worker.wakeup import Wakeup, pause
@@ -120,6 +121,7 @@ class Claimer:
         # A pool left with free slots ran out of work: look for the next backoff before waiting.
         self._ran_dry = any(taken[pool] < free for pool, free in pools.items())
         self.counters.add("claims", len(claims))
+        observe_claim_latency(claims)
         self._launch(claims, agents)
         self._skip_unknown(agents)
         return claimed + len(claims)
@@ -141,6 +143,7 @@ class Claimer:
             with self.table.connection() as conn:
                 claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
             self.counters.add("claims", len(claims))
+            observe_claim_latency(claims)
             if len(claims) < free:
                 cut_short.append(name)
             self._launch(claims, agents)

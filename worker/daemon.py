@@ -21,6 +21,7 @@ from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
 from worker.executors.databricks import unreachable_reason
+from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
 from worker.public_url import public_url
@@ -30,7 +31,7 @@ from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
-THREADS = 7
+THREADS = 8
 
 
 def default_worker_id() -> str:
@@ -77,6 +78,11 @@ class WorkerDaemon:
         self.listener = listener or Listener(dsn, name=self.worker_id)
         self._counters = WorkerCounters()
         self._hurry = asyncio.Event()
+
+    @property
+    def metrics(self) -> WorkerCounters:
+        """This worker's prometheus-client counters, exported by the app's /metrics."""
+        return self._counters
 
     @property
     def counters(self) -> Mapping[str, int]:
@@ -129,6 +135,7 @@ class WorkerDaemon:
                           counters=self._counters)
         costs = CostReconciler(pool, self.worker_id, tracking_uri,
                                CostConfig(interval_seconds=self.settings.reconcile_seconds))
+        folder = RollupFolder(pool, self.worker_id, FolderConfig(interval_seconds=self.settings.rollup_fold_seconds))
         unregister = [
             self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
             # Notifications may have been lost (a reconnect): look for work at once.
@@ -148,6 +155,7 @@ class WorkerDaemon:
             "heartbeats": lambda: heartbeats.loop(services_stop, beat_wake, call),
             "sweeper": lambda: sweeper.loop(services_stop, call),
             "costs": lambda: costs.loop(services_stop, call),
+            "rollups": lambda: folder.loop(services_stop, call),
         }
         if self.settings.warehouse_id:
             billing = BillingReconciler(pool, self.worker_id, BillingConfig(
@@ -159,6 +167,8 @@ class WorkerDaemon:
         try:
             await self._supervise(stop, tasks, services)
             claimer.paused = True
+            table.stopping = True
+            beat_wake.set()  # reports already written are applied now, not after their grace
             claim_stop.set()
             await asyncio.gather(tasks.pop("claimer"), return_exceptions=True)
             await self._drain(table, drained)

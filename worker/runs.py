@@ -12,6 +12,7 @@ from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import PROCESS, observe_report
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
 
 
@@ -28,6 +29,7 @@ class Run:
     kill_after: float | None = None
     exit: Exit | None = None
     handing_back: bool = False
+    report_seen_at: float | None = None
 
     @property
     def attempt_id(self) -> int:
@@ -44,6 +46,10 @@ class RunTableConfig:
     compute_rate_usd_per_hour: float = 0.0
     stop_grace_seconds: float = 5.0
     reported_exit_grace_seconds: float = 30.0
+    # How long a run that wrote its report file may go on delivering it before the worker applies
+    # the file itself (its callback's host may be down), and how long while the worker stops.
+    report_file_grace_seconds: float = 5.0
+    stopping_report_grace_seconds: float = 1.0
     db_timeout_seconds: float = 10.0
 
     def __post_init__(self):
@@ -71,6 +77,7 @@ class RunTable:
         self._on_exit = on_exit or (lambda: None)
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()
+        self.stopping = False  # the worker is draining: written reports are applied at once
 
     def connection(self):
         """A pooled connection, waiting at most the configured time for one."""
@@ -158,6 +165,9 @@ class RunTable:
             if settle:
                 self.settle(run)
             return True
+        if run.stop_requested_at is None and self._report_written(run, now):
+            self.apply_written_report(run)
+            return False
         if run.kill_after is not None and now >= run.kill_after:
             run.executor.kill(run.handle)
             run.kill_after = None
@@ -167,6 +177,31 @@ class RunTable:
             run.next_beat = now + self._beat_interval(run.agent)
             self.beat(run)
         return False
+
+    def _report_written(self, run: Run, now: float) -> bool:
+        """Whether the live run wrote its report and has had long enough to deliver it itself."""
+        if run.executor.written_report(run.handle) is None:
+            return False
+        if run.report_seen_at is None:
+            run.report_seen_at = now
+        grace = (self.config.stopping_report_grace_seconds if self.stopping
+                 else self.config.report_file_grace_seconds)
+        return now - run.report_seen_at >= grace
+
+    def apply_written_report(self, run: Run) -> None:
+        """Applies the report a live run wrote, unless it was delivered, and ends the run: it is done."""
+        report = run.executor.written_report(run.handle)
+        with self.connection() as conn:
+            attempt = queue.get_attempt(conn, run.attempt_id)
+        if report is not None and attempt.reported_status is None and attempt.status in REPORTABLE:
+            self._report(run.attempt_id, report, raise_db_errors=True)
+            logs.change("attempt", "report_file_applied", attempt=run.attempt_id, task=run.claim.task.id,
+                        worker=self.config.worker_id)
+        # Whatever it still does is delivering a report already applied: stop it.
+        now = time.monotonic()
+        run.stop_requested_at = now
+        run.executor.stop(run.handle)
+        run.kill_after = now + self.config.stop_grace_seconds
 
     def _alive(self, run: Run) -> bool:
         """Whether the run may still report (False once it ended, even if not settled)."""
@@ -256,6 +291,8 @@ class RunTable:
 
     def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
         exit = run.exit
+        if exit.wall_seconds is not None:
+            PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
         reported = done.reported_status if done is not None else None
         if done is not None and done.completed:
             reported = "by worker"
@@ -270,7 +307,9 @@ class RunTable:
         try:
             with self.connection() as conn:
                 try:
+                    started = time.perf_counter()
                     outcome = queue.apply_callback(conn, attempt_id, payload)
+                    observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
                 except InvalidPayload as exc:
                     outcome = queue.apply_callback(conn, attempt_id, failure_report(
                         f"the agent's report is invalid: {exc}", retryable=False))
@@ -293,7 +332,8 @@ class RunTable:
     # -- shutting down --------------------------------------------------------------------------
 
     def hand_back_all(self, *, wait_seconds: float = 5.0) -> int:
-        """Ends every run still in flight and gives its task back to the queue at once."""
+        """Ends every run still in flight: applies the report of those that wrote one, and gives the
+        task of the others back to the queue at once, without spending its attempt budget."""
         with self._lock:
             runs = list(self._runs.values())
             for run in runs:
@@ -307,6 +347,13 @@ class RunTable:
                 run.executor.wait(run.handle, max(0.0, deadline - time.monotonic()))
         handed = 0
         for run in runs:
+            if run.executor.written_report(run.handle) is not None:
+                # It finished, and only its delivery was cut short: settling applies its report.
+                try:
+                    self.settle(run)
+                    continue
+                except Exception as exc:
+                    logs.problem("settle", exc, attempt=run.attempt_id)
             try:
                 with self.connection() as conn:
                     given = queue.hand_back(conn, run.attempt_id)

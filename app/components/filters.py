@@ -28,6 +28,8 @@ class FilterBar:
                 self.status = self._select("Status", STATUSES, "filter-status")
                 self.agent = self._select("Agent", [], "filter-agent")
                 self.customer = self._select("Customer", [], "filter-customer")
+                self.review = ui.checkbox("Needs review").props('dense data-testid="filter-review"') \
+                    .tooltip("Completed with a low confidence")
                 ui.space()
                 ui.button("Clear", icon="clear_all", on_click=self.clear).props("flat color=secondary")
                 # The per-task cost table for these filters, from the same route the API offers.
@@ -35,7 +37,7 @@ class FilterBar:
                     ui.button(kind.upper(), icon="download", on_click=lambda k=kind: self.export(k)) \
                         .props(f'flat color=primary data-testid="export-{kind}"')
             self.error = ui.label("").classes("text-negative text-sm")
-        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer):
+        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer, self.review):
             control.on_value_change(self._changed)
 
     @staticmethod
@@ -52,7 +54,7 @@ class FilterBar:
 
     def current(self) -> TaskFilter:
         return make_filter(self.date_from.value or None, self.date_to.value or None, self.status.value or [],
-                           self.agent.value or [], self.customer.value or [])
+                           self.agent.value or [], self.customer.value or [], bool(self.review.value))
 
     def export_url(self, kind: str) -> str:
         """/api/export.<kind> with the dashboard's filters as its query string."""
@@ -82,3 +84,4 @@ class FilterBar:
             control.set_value(None)
         for control in (self.status, self.agent, self.customer):
             control.set_value([])
+        self.review.set_value(False)
