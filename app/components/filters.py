@@ -74,6 +74,10 @@ class FilterBar:
                         .props('dense data-testid="filter-review"').tooltip("Completed with a low confidence")
                     ui.space()
                     ui.button("Clear", icon="clear_all", on_click=self.clear).props("flat color=secondary")
+                    # The per-task cost table for these filters, from the same route the API offers.
+                    for kind in ("csv", "xlsx"):
+                        ui.button(kind.upper(), icon="download", on_click=lambda k=kind: self.export(k)) \
+                            .props(f'flat color=primary data-testid="export-{kind}"')
                 self.error = ui.label("").classes("text-negative text-sm px-2 pb-2") \
                     .props('data-testid="filter-error" role="alert"')
         self._caption()
@@ -119,6 +123,17 @@ class FilterBar:
     def _caption(self) -> None:
         active = self.values().active()
         self.panel.props(f'caption="{active} active"' if active else 'caption=""')
+
+    def export_url(self, kind: str) -> str:
+        """/api/export.<kind> with the dashboard's filters as its query string."""
+        query = [(name, control.value) for name, control in (("date_from", self.date_from),
+                                                              ("date_to", self.date_to)) if control.value]
+        for name, control in (("status", self.status), ("agent", self.agent), ("customer", self.customer)):
+            query += [(name, value) for value in control.value or []]
+        return f"/api/export.{kind}" + (f"?{urlencode(query)}" if query else "")
+
+    def export(self, kind: str) -> None:
+        ui.navigate.to(self.export_url(kind))
 
     async def _changed(self) -> None:
         values = self.values()

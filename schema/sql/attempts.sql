@@ -29,7 +29,7 @@ WHERE id = %(attempt_id)s AND status IN ('processing', 'lost');
 
 -- name: attempt_cancel_open
 -- A cancelled task's running attempts are cancelled with it.
-UPDATE task_attempts SET status = 'cancelled', finished_at = now(), error = 'task cancelled'
+UPDATE task_attempts SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), error = 'task cancelled'
 WHERE task_id = %(task_id)s AND status = 'processing'
 RETURNING id;
 
@@ -45,7 +45,9 @@ UPDATE task_attempts SET
     compute_seconds = coalesce(%(compute_seconds)s, compute_seconds),
     cpu_seconds = coalesce(%(cpu_seconds)s, cpu_seconds),
     compute_cost_usd = coalesce(%(compute_cost_usd)s, compute_cost_usd),
-    dbus = coalesce(%(dbus)s, dbus)
+    dbus = coalesce(%(dbus)s, dbus),
+    compute_state = CASE WHEN compute_state = 'billed' THEN compute_state
+                         ELSE coalesce(%(compute_state)s, compute_state) END
 WHERE id = %(attempt_id)s;
 
 -- name: attempt_note_report
@@ -64,6 +66,7 @@ UPDATE task_attempts a SET
     input_tokens = CASE WHEN b.record_usage THEN %(input_tokens)s ELSE a.input_tokens END,
     output_tokens = CASE WHEN b.record_usage THEN %(output_tokens)s ELSE a.output_tokens END,
     llm_cost_usd = CASE WHEN b.record_usage THEN %(llm_cost_usd)s ELSE a.llm_cost_usd END,
+    llm_unpriced = CASE WHEN b.record_usage THEN %(llm_unpriced)s ELSE a.llm_unpriced END,
     compute_cost_usd = CASE WHEN b.record_usage THEN coalesce(%(compute_cost_usd)s, a.compute_cost_usd)
                             ELSE a.compute_cost_usd END,
     usage_recorded_at = CASE WHEN b.record_usage THEN coalesce(%(now)s, now()) ELSE a.usage_recorded_at END
@@ -75,13 +78,14 @@ RETURNING b.record_usage AS usage_recorded, b.previously_reported;
 -- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget
 -- (task row first, then the attempt: the lock order every transition keeps).
 WITH given AS (
-    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1, run_after = now(),
-                       locked_by = NULL, lease_expires_at = NULL, updated_at = now()
+    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1,
+                       run_after = coalesce(%(now)s, now()), locked_by = NULL, lease_expires_at = NULL,
+                       updated_at = coalesce(%(now)s, now())
     WHERE t.id = (SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s)
       AND t.status = 'processing' AND t.current_attempt_id = %(attempt_id)s
     RETURNING t.id
 )
-UPDATE task_attempts a SET status = 'handed_back', finished_at = now(),
+UPDATE task_attempts a SET status = 'handed_back', finished_at = coalesce(%(now)s, now()),
                            error = 'worker shut down before the attempt finished'
 FROM given g
 WHERE a.id = %(attempt_id)s AND a.status = 'processing'
