@@ -47,6 +47,6 @@ SELECT
 SELECT a.name, a.executor
 FROM agents a
 WHERE EXISTS (SELECT 1 FROM tasks t
-               WHERE t.agent = a.name AND t.status = 'enqueued'
+               WHERE t.agent = a.name AND t.status = 'enqueued' AND NOT t.held
                  AND t.run_after <= coalesce(%(now)s, now()))
 ORDER BY a.name;

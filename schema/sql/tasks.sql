@@ -28,12 +28,14 @@ FOR UPDATE OF t;
 
 -- name: task_candidates_for_admission
 -- The head of an agent's claimable backlog in claim order, locked, for a throttled admission.
-SELECT id, priority, estimated_tokens, waiting_since
-FROM tasks
-WHERE agent = %(agent)s AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
-ORDER BY priority DESC, created_at, id
+-- Fair share: ranked by quire_claim_candidates (customers take turns within a priority).
+SELECT t.id, t.priority, t.estimated_tokens, t.waiting_since
+FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(scan)s) c
+JOIN tasks t ON t.id = c.id
+WHERE t.status = 'enqueued' AND NOT t.held AND t.run_after <= coalesce(%(now)s, now())
+ORDER BY c.priority DESC, c.fair_rank, c.created_at, c.id
 LIMIT %(scan)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE OF t SKIP LOCKED;
 
 -- name: task_mark_waiting
 -- Starts the starvation clock of tasks refused admission for lack of token budget.
@@ -48,13 +50,20 @@ WITH agent AS (
     SELECT name, lease_seconds, executor FROM agents
     WHERE name = %(agent)s
       AND (NOT %(unthrottled_only)s OR (max_concurrent_tasks IS NULL AND max_tpm IS NULL))
+), ranked AS (
+    -- Fair share across customers (quire_claim_candidates), or the ids admission already chose.
+    SELECT c.id, c.priority, c.fair_rank, c.created_at
+    FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(limit)s * 2 + 8) c
+    WHERE %(ids)s::bigint[] IS NULL
+    UNION ALL
+    SELECT t.id, t.priority, 0, t.created_at FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[])
 ), picked AS (
-    SELECT id FROM tasks
-    WHERE agent = (SELECT name FROM agent) AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
-      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-    ORDER BY priority DESC, created_at, id
+    SELECT t.id FROM tasks t JOIN ranked r ON r.id = t.id
+    WHERE t.agent = (SELECT name FROM agent) AND t.status = 'enqueued' AND NOT t.held
+      AND t.run_after <= coalesce(%(now)s, now())
+    ORDER BY r.priority DESC, r.fair_rank, r.created_at, r.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF t SKIP LOCKED
 ), opened AS (
     INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
                                estimated_tokens, started_at, heartbeat_at)
