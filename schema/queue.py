@@ -147,8 +147,9 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
-            max_attempts: int = 3, now: datetime | None = None) -> Task:
-    """Adds one task to an agent's queue; priority 0..9, 9 the most urgent."""
+            max_attempts: int = 3, batch_id: int | None = None, held: bool = False,
+            now: datetime | None = None) -> Task:
+    """Adds one task to an agent's queue; priority 0..9, 9 the most urgent; a held task waits for release."""
     _require_text(agent, "agent")
     _require_text(document_uri, "document_uri")
     _require_int(priority, "priority", low=0, high=9)
@@ -166,7 +167,7 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
                   estimated_tokens=estimated_tokens, document_name=document_name,
                   document_sha256=document_sha256, pages=pages, document_bytes=document_bytes,
                   parent_id=parent_id, submitted_by=submitted_by, retried_by=None,
-                  max_attempts=max_attempts, now=now)
+                  max_attempts=max_attempts, batch_id=batch_id, held=held, now=now)
     with _tx(conn):
         if _row(conn, "agent_get", {"agent": agent}) is None:
             raise UnknownAgent(f"unknown agent {agent!r}")
@@ -361,7 +362,8 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
                                         "document_sha256", "document_bytes", "pages",
                                         "estimated_tokens", "max_attempts")},
                 "priority": task["priority"] if priority is None else priority,
-                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": None})
+                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": None,
+                "batch_id": None, "held": False})
             new_id = row["id"]
         else:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,

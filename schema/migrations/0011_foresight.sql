@@ -93,8 +93,23 @@ CREATE INDEX tasks_batch_idx ON tasks (batch_id) WHERE batch_id IS NOT NULL;
 CREATE INDEX tasks_fair_claim_idx ON tasks (agent, priority DESC, (coalesce(customer, '')), created_at, id)
     WHERE status = 'enqueued' AND NOT held;
 
+-- How much each customer of an agent was served lately: its tasks in flight and among the agent's
+-- last 64 attempts. Fair share ranks a customer's next task after that much service, so customers
+-- take turns whether tasks overlap (a cap) or run one at a time. Bounded: 64 attempts plus in flight.
+CREATE FUNCTION quire_customer_served(p_agent text) RETURNS TABLE (ckey text, served bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(t.customer, ''), count(*)
+    FROM (
+        (SELECT a.task_id FROM task_attempts a WHERE a.agent = p_agent ORDER BY a.started_at DESC LIMIT 64)
+        UNION
+        SELECT p.id FROM tasks p WHERE p.agent = p_agent AND p.status = 'processing'
+    ) s
+    JOIN tasks t ON t.id = s.task_id
+    GROUP BY 1
+$$;
+
 -- The head of an agent's claimable backlog in fair-share order: within a priority, customers take
--- turns (a customer's k-th queued task ranks k plus the tasks it already has in flight), FIFO
+-- turns (a customer's k-th queued task ranks k plus its recent service, quire_customer_served), FIFO
 -- within each customer. Bounded: at most max_groups (priority, customer) groups, per_group tasks
 -- each. Customers over budget are left out. Callers order by (priority DESC, fair_rank,
 -- created_at, id) and lock what they take.
@@ -126,14 +141,9 @@ WITH RECURSIVE grp AS (
         LIMIT 1
     ) nxt
     WHERE g.n < max_groups
-), in_flight AS (
-    SELECT coalesce(t.customer, '') AS ckey, count(*) AS n
-    FROM tasks t
-    WHERE t.agent = p_agent AND t.status = 'processing'
-    GROUP BY 1
 )
 SELECT c.id, g.priority, c.customer, c.created_at,
-       coalesce(f.n, 0) + row_number() OVER (PARTITION BY g.priority, g.ckey ORDER BY c.created_at, c.id)
+       coalesce(f.served, 0) + row_number() OVER (PARTITION BY g.priority, g.ckey ORDER BY c.created_at, c.id)
 FROM grp g
 CROSS JOIN LATERAL (
     SELECT t.id, t.customer, t.created_at
@@ -143,7 +153,7 @@ CROSS JOIN LATERAL (
     ORDER BY t.created_at, t.id
     LIMIT per_group
 ) c
-LEFT JOIN in_flight f ON f.ckey = g.ckey
+LEFT JOIN quire_customer_served(p_agent) f ON f.ckey = g.ckey
 -- The budget filter: a customer over its monthly LLM budget is not claimed from.
 WHERE g.ckey NOT IN (SELECT b.customer FROM quire_customers_over_budget(p_now) b)
 $$;

@@ -2,11 +2,11 @@
 -- Enqueues one task; the statement trigger logs the event and notifies listeners.
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, pages, estimated_tokens, max_attempts, parent_id, submitted_by,
-                   retried_by, run_after, created_at, updated_at)
+                   retried_by, run_after, created_at, updated_at, batch_id, held)
 VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name)s,
         %(document_sha256)s, %(document_bytes)s, %(pages)s, %(estimated_tokens)s, %(max_attempts)s,
         %(parent_id)s, %(submitted_by)s, %(retried_by)s, coalesce(%(now)s, now()),
-        coalesce(%(now)s, now()), coalesce(%(now)s, now()))
+        coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(batch_id)s, coalesce(%(held)s, false))
 RETURNING *;
 
 -- name: task_get
