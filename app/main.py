@@ -70,7 +70,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui import app, ui
 
     from app import auth, live, services
-    from app.api import events, health, session, summary, tasks
+    from app.api import events, foresight, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
@@ -82,7 +82,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     live.install(broadcaster)
     app.state.settings = settings
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
-    for module in (tasks, summary, events, health, session):
+    for module in (tasks, summary, events, health, session, foresight):
         app.include_router(module.router)
     callbacks = _optional_module("app.api.callbacks")
     if callbacks is not None:

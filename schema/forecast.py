@@ -95,8 +95,9 @@ def effective_concurrency(agent_cap: int | None, workers: int) -> int:
 
 
 def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files: list[FileFacts],
-                   workers: int, compute_rate_usd_per_hour: float) -> Forecast:
-    """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue."""
+                   workers: int, compute_rate_usd_per_hour: float, batch_id: int | None = None) -> Forecast:
+    """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue
+    (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
     if not files:
         raise InvalidArgument("a forecast needs at least one file")
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
@@ -122,7 +123,8 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     work = sum(seconds(p) for p in pages)
     compute_cost = work * rates.compute_share * compute_rate_usd_per_hour / 3600
 
-    ahead = fetch_one(conn, "task_work_ahead_bounded", {"agent": agent, "priority": priority, "bound": AHEAD_BOUND})
+    ahead = fetch_one(conn, "task_work_ahead_bounded", {"agent": agent, "priority": priority, "bound": AHEAD_BOUND,
+                                                       "batch_id": batch_id})
     queued, exact = ahead["n"], ahead["n"] < AHEAD_BOUND
     scale_ahead = 1.0
     if not exact:
@@ -177,3 +179,37 @@ def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: d
         if row["event_ids"]:
             fetch_all(conn, "task_events_notify", {"event_ids": row["event_ids"]})
     return len(row["event_ids"])
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast an agent's queue moves: seconds a task takes on average, and how many run at once."""
+
+    mean_task_seconds: float
+    concurrency: int
+    max_tpm: int | None
+    mean_task_tokens: float
+    rates: Rates
+
+    def eta_seconds(self, ahead: int, pages: int | None) -> float:
+        """Seconds until a task with `ahead` tasks before it is done."""
+        own = self.rates.seconds_base + self.rates.seconds_per_page * max(pages or queue.DEFAULT_ESTIMATE_PAGES, 1)
+        eta = ahead * self.mean_task_seconds / self.concurrency + own
+        if self.max_tpm:
+            eta = max(eta, (ahead + 1) * self.mean_task_tokens / self.max_tpm * 60)
+        return eta
+
+
+def agent_pace(conn: psycopg.Connection, agent: str, *, workers: int) -> Pace:
+    """The pace queue positions turn into ETAs with."""
+    spec = queue.get_agent(conn, agent)
+    rates = learned_rates(conn, agent)
+    pages = queue.DEFAULT_ESTIMATE_PAGES
+    mean_seconds = rates.seconds_base + rates.seconds_per_page * pages
+    tokens = queue.estimate_tokens(pages=pages) * rates.token_scale
+    return Pace(mean_seconds, effective_concurrency(spec.max_concurrent_tasks, workers), spec.max_tpm, tokens, rates)
+
+
+def batch_set_forecast(conn: psycopg.Connection, batch_id: int, forecast: Forecast) -> None:
+    """Replaces an upload's forecast once all its files are known (uploads arrive a slice at a time)."""
+    fetch_all(conn, "batch_set_forecast", {"batch_id": batch_id, "forecast": Jsonb(forecast.as_json())})

@@ -27,6 +27,7 @@ class Position:
     ahead: int | None          # None while it cannot be claimed at all (held, over budget)
     exact: bool                # False: past the counting bound, `ahead` is the planner's estimate
     waiting: Waiting | None    # why it waits beyond its turn, if it does
+    pages: int | None = None
 
     def describe(self) -> str:
         """How the batch view and task detail say it."""
@@ -61,7 +62,8 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
     groups: dict[tuple[str, int, str], list[dict]] = defaultdict(list)
     for row in facts:
         if row["held"] or row["over_budget"]:
-            out[row["id"]] = Position(row["id"], row["agent"], None, True, "held" if row["held"] else "budget")
+            out[row["id"]] = Position(row["id"], row["agent"], None, True, "held" if row["held"] else "budget",
+                                      row["pages"])
         else:
             groups[(row["agent"], row["priority"], row["customer"] or "")].append(row)
     higher_cache: dict[tuple[str, int], int] = {}
@@ -86,7 +88,7 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
             i = index.get(row["id"])
             if i is None:  # past the bound in its own customer's queue
                 out[row["id"]] = Position(row["id"], agent, max(bound, _estimate(conn, agent, priority, row["created_at"])),
-                                          False, waiting)
+                                          False, waiting, row["pages"])
                 continue
             rank = mine["in_flight"] + i + 1
             same = 0
@@ -100,5 +102,5 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
             ahead = higher + i + same
             if capped:
                 ahead = max(ahead, _estimate(conn, agent, priority, row["created_at"]))
-            out[row["id"]] = Position(row["id"], agent, ahead, not capped, waiting)
+            out[row["id"]] = Position(row["id"], agent, ahead, not capped, waiting, row["pages"])
     return out

@@ -95,6 +95,7 @@ SELECT count(*) AS n, coalesce(sum(estimated_tokens), 0)::float8 AS tokens,
 FROM (
     SELECT t.estimated_tokens, t.pages FROM tasks t
     WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held AND t.priority >= %(priority)s
+      AND t.batch_id IS DISTINCT FROM %(batch_id)s::bigint
     LIMIT %(bound)s
 ) ahead;
 
@@ -147,3 +148,7 @@ SELECT (SELECT count(*) FROM released) AS batches, coalesce(array_agg(id), '{}')
 -- name: task_events_notify
 -- Publishes logged events to listeners (the same payload the task triggers send).
 SELECT quire_notify_events(%(event_ids)s::bigint[]);
+
+-- name: batch_set_forecast
+-- The forecast of an upload once all its files are in.
+UPDATE batches SET forecast = %(forecast)s WHERE id = %(batch_id)s;
