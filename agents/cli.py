@@ -61,7 +61,10 @@ def command_run(args: argparse.Namespace) -> int:
         outcome = run(args.document, args.extractor, args.attempt_id)
     text = json.dumps(outcome.payload, ensure_ascii=False, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        # Written whole, then renamed: whoever reads the file sees all of the report or none of it.
+        partial = Path(f"{args.out}.partial")
+        partial.write_text(text + "\n", encoding="utf-8")
+        os.replace(partial, args.out)
     if not args.callback_url:
         print(text)
         return outcome.exit_code

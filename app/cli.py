@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from schema.errors import QuireError
+from schema.errors import QuireError, UnknownAgent
 
 
 def _settings():
@@ -17,9 +17,23 @@ def _settings():
 
 
 def _prepare():
+    """Migrates and applies quire.toml: only `migrate`, `up`, `serve` and `worker` do this."""
     from schema.bootstrap import prepare_database
 
     return prepare_database(_settings())
+
+
+def _database() -> str:
+    """The DSN for commands that only read: they never migrate, nor apply quire.toml."""
+    from schema import db
+    from schema.migrate import pending
+
+    dsn = db.database_url(_settings())
+    with db.connect(dsn) as conn:
+        missing = pending(conn)
+    if missing:
+        raise QuireError(f"the database lacks {len(missing)} migration(s): run `quire migrate` first")
+    return dsn
 
 
 def cmd_migrate(args) -> int:
@@ -68,9 +82,12 @@ def cmd_submit(args) -> int:
         except DocumentRejected as exc:
             print(f"rejected {exc}", file=sys.stderr)
             failures += 1
-    dsn = _prepare()
+    dsn = _database()
     with db.connect(dsn) as conn:
-        agent = queue.get_agent(conn, args.agent or settings.default_agent)  # before any file is stored
+        try:
+            agent = queue.get_agent(conn, args.agent or settings.default_agent)  # before any file is stored
+        except UnknownAgent as exc:
+            raise UnknownAgent(f"{exc}: agents are configured from quire.toml by `quire migrate`") from None
         for doc in checked:
             uri = store_document(settings.files_path, doc)
             task = queue.enqueue(conn, agent=agent.name, document_uri=uri,
@@ -84,7 +101,7 @@ def cmd_submit(args) -> int:
 def cmd_status(args) -> int:
     from schema import db, stats
 
-    dsn = _prepare()
+    dsn = _database()
     with db.connect(dsn) as conn:
         counts = stats.status_counts(conn)
     if args.json:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("quire.app")
 STATIC = Path(__file__).with_name("static")
+# What the app's shutdown allows the co-hosted worker beyond its grace, to hand back what is left.
+HAND_BACK_SECONDS = 60
 
 
 def public_url(settings: Settings) -> str:
@@ -42,7 +44,9 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
     if daemon_module is None:
         log.warning("worker.daemon is not available: tasks wait until a worker runs")
         return
-    stop = asyncio.Event()
+    from app import stopping
+
+    stop, hurried = asyncio.Event(), asyncio.Event()
 
     async def start() -> None:
         daemon = daemon_module.WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
@@ -52,12 +56,25 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
                                or log.error("the co-hosted worker stopped", exc_info=t.exception()))
         app.state.worker_task = task
 
+        async def drain() -> None:
+            """Stops claiming; serves on while the worker drains and other workers' runs report."""
+            stop.set()
+            await asyncio.gather(asyncio.wait([task]), stopping.runs_reported(
+                app.state.pool, grace_seconds=settings.shutdown_grace_seconds, hurried=hurried))
+
+        def hurry() -> None:
+            hurried.set()
+            daemon.hurry()
+
+        stopping.drain_before_exit(drain, hurry)
+
     async def shutdown() -> None:
         stop.set()
         task = getattr(app.state, "worker_task", None)
         if task is not None:
             try:
-                await asyncio.wait_for(task, timeout=30)
+                # The worker's drain lasts up to the grace and its hand-back a few seconds more.
+                await asyncio.wait_for(task, timeout=settings.shutdown_grace_seconds + HAND_BACK_SECONDS)
             except (asyncio.TimeoutError, Exception):
                 task.cancel()
 
@@ -69,7 +86,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     """Serves the pages and the API until interrupted; returns the exit code."""
     from nicegui import app, ui
 
-    from app import auth, live, services
+    from app import auth, guard, live, services
     from app.api import events, foresight, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
@@ -81,7 +98,9 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
     live.install(broadcaster)
     app.state.settings = settings
-    app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
+    # A request waits at most a few seconds for a connection: during an outage the API answers 503.
+    app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
+    guard.install(app, settings)
     for module in (tasks, summary, events, health, session, foresight):
         app.include_router(module.router)
     callbacks = _optional_module("app.api.callbacks")
@@ -94,6 +113,12 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     app.on_shutdown(broadcaster.stop)
     if worker and settings.worker == "on":
         _host_worker(app, settings, dsn, base_url, broadcaster.listener)
+    else:  # other workers' agents may report here: serve them until their runs end, or the grace
+        from app import stopping
+
+        hurried = asyncio.Event()
+        app.on_startup(lambda: stopping.drain_before_exit(lambda: stopping.runs_reported(
+            app.state.pool, grace_seconds=settings.shutdown_grace_seconds, hurried=hurried), hurried.set))
     if samples:
         async def enqueue_samples() -> None:
             results = await services.submit_samples(app.state.pool, settings)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import tuple_row
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -22,17 +23,28 @@ class Migration:
 
 
 def available() -> list[Migration]:
-    """The migrations shipped with this code, in order; a gap or duplicate number is an error."""
+    """The migrations shipped with this code, in order; a duplicate number is an error."""
     found = []
     for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
         match = _FILE.match(path.name)
         if not match:
             raise RuntimeError(f"migration file name not understood: {path.name}")
         found.append(Migration(int(match.group(1)), match.group(2), path))
-    for expected, migration in enumerate(found, start=1):
-        if migration.version != expected:
-            raise RuntimeError(f"migrations must be numbered 1, 2, 3...: found {migration.path.name}")
+    versions = [migration.version for migration in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"two migrations share a number: {versions}")
     return found
+
+
+def pending(conn: psycopg.Connection) -> list[Migration]:
+    """The shipped migrations this database has not applied; reads only."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+        if not cur.fetchone()[0]:
+            return available()
+        cur.execute("SELECT version FROM schema_migrations")
+        done = {version for (version,) in cur.fetchall()}
+    return [m for m in available() if m.version not in done]
 
 
 def migrate(conn: psycopg.Connection) -> list[int]:

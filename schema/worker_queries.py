@@ -64,3 +64,8 @@ def task_next_due_one(conn: psycopg.Connection, *, now: datetime | None = None) 
     """Seconds until the next backing-off task becomes claimable; None when none is waiting."""
     row = _row(conn, "task_next_due_one", {"now": now})
     return None if row is None or row["wait_seconds"] is None else max(0.0, row["wait_seconds"])
+
+
+def attempt_list_running_ids(conn: psycopg.Connection, *, ids: list[int] | None = None) -> list[int]:
+    """Launched attempts still running (among `ids` when given)."""
+    return [r["id"] for r in _rows(conn, "attempt_list_running_ids", {"ids": ids})]

@@ -19,6 +19,7 @@ from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
 from worker.executors import LocalConfig, build_executors
+from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
 from worker.runs import RunTable, RunTableConfig
@@ -27,7 +28,7 @@ from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
-THREADS = 6
+THREADS = 7
 
 
 def default_worker_id() -> str:
@@ -75,6 +76,11 @@ class WorkerDaemon:
         self._hurry = asyncio.Event()
 
     @property
+    def metrics(self) -> WorkerCounters:
+        """This worker's prometheus-client counters, exported by the app's /metrics."""
+        return self._counters
+
+    @property
     def counters(self) -> Mapping[str, int]:
         """What this worker did since it was made, by name (claims, throttled_claims, ...), for /metrics."""
         return self._counters.snapshot()
@@ -120,10 +126,15 @@ class WorkerDaemon:
                           counters=self._counters)
         costs = CostReconciler(pool, self.worker_id, tracking_uri,
                                CostConfig(interval_seconds=self.settings.reconcile_seconds))
+        folder = RollupFolder(pool, self.worker_id, FolderConfig(interval_seconds=self.settings.rollup_fold_seconds))
         unregister = [
             self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
             # Notifications may have been lost (a reconnect): look for work at once.
             self.listener.on_missed(claim_wake.set),
+            self.listener.on_missed(claimer.agents_changed),
+            # A changed agent may have work it could not claim before (a raised limit, an executor).
+            self.listener.on_agents_changed(claimer.agents_changed),
+            self.listener.on_agents_changed(claim_wake.set),
         ]
         logs.change("worker", "started", worker=self.worker_id, concurrency=self.concurrency,
                     callback_base_url=self.callback_base_url, tracking=bool(tracking_uri),
@@ -135,6 +146,7 @@ class WorkerDaemon:
             "heartbeats": lambda: heartbeats.loop(services_stop, beat_wake, call),
             "sweeper": lambda: sweeper.loop(services_stop, call),
             "costs": lambda: costs.loop(services_stop, call),
+            "rollups": lambda: folder.loop(services_stop, call),
         }
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
@@ -142,6 +154,8 @@ class WorkerDaemon:
         try:
             await self._supervise(stop, tasks, services)
             claimer.paused = True
+            table.stopping = True
+            beat_wake.set()  # reports already written are applied now, not after their grace
             claim_stop.set()
             await asyncio.gather(tasks.pop("claimer"), return_exceptions=True)
             await self._drain(table, drained)

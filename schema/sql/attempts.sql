@@ -86,3 +86,10 @@ UPDATE task_attempts a SET status = 'handed_back', finished_at = now(),
 FROM given g
 WHERE a.id = %(attempt_id)s AND a.status = 'processing'
 RETURNING g.id;
+
+-- name: attempt_list_running_ids
+-- Attempts some worker launched that have not ended: a stopping app serves callbacks until these report.
+SELECT id FROM task_attempts
+WHERE status = 'processing' AND (pid IS NOT NULL OR job_run_id IS NOT NULL)
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+ORDER BY id;

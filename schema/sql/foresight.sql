@@ -95,7 +95,7 @@ SELECT count(*) AS n, coalesce(sum(estimated_tokens), 0)::float8 AS tokens,
 FROM (
     SELECT t.estimated_tokens, t.pages FROM tasks t
     WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held AND t.priority >= %(priority)s
-      AND t.batch_id IS DISTINCT FROM %(batch_id)s::bigint
+      AND (%(batch_id)s::bigint IS NULL OR t.batch_id IS DISTINCT FROM %(batch_id)s::bigint)
     LIMIT %(bound)s
 ) ahead;
 

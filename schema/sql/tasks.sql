@@ -43,36 +43,56 @@ UPDATE tasks SET waiting_since = coalesce(%(now)s, now())
 WHERE id = ANY(%(ids)s::bigint[]) AND waiting_since IS NULL;
 
 -- name: task_claim_batch
--- Claims up to %(limit)s tasks in priority order and opens an attempt for each, in one statement.
--- %(ids)s, when given, restricts the claim to tasks that admission already chose and locked;
--- %(unthrottled_only)s lets it run alone, as its own transaction, for agents without limits.
-WITH agent AS (
-    SELECT name, lease_seconds, executor FROM agents
-    WHERE name = %(agent)s
-      AND (NOT %(unthrottled_only)s OR (max_concurrent_tasks IS NULL AND max_tpm IS NULL))
-), ranked AS (
-    -- Fair share across customers (quire_claim_candidates), or the ids admission already chose.
-    SELECT c.id, c.priority, c.fair_rank, c.created_at
-    FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(limit)s * 2 + 8) c
-    WHERE %(ids)s::bigint[] IS NULL
-    UNION ALL
-    SELECT t.id, t.priority, 0, t.created_at FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[])
+-- Claims tasks in priority order and opens an attempt for each, in one statement, for one agent
+-- (%(agent)s) or for every agent whose executor has free slots here. Each (executor, pool, slots)
+-- triple of the arrays gives slots to a pool of executors (a NULL executor matches any agent);
+-- the pool's slots go to its agents' best tasks. %(ids)s, when given, restricts the claim to tasks
+-- that admission already chose and locked; %(unthrottled_only)s lets it run alone, as its own
+-- transaction, for agents without limits.
+WITH wanted AS (
+    SELECT a.name, a.lease_seconds, a.executor, s.pool, s.slots
+    FROM agents a
+    JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
+      ON s.executor IS NULL OR s.executor = a.executor
+    WHERE (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
+      AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL))
+), candidates AS (
+    -- Each agent's claimable head in claim order, locked: fair share across customers
+    -- (quire_claim_candidates, a bounded set) or, under admission, exactly the ids it chose.
+    SELECT c.id, c.priority, c.fair_rank, c.created_at, w.name AS agent, w.pool, w.slots
+    FROM wanted w CROSS JOIN LATERAL (
+        SELECT t.id, t.priority, r.fair_rank, t.created_at
+        FROM (
+            SELECT f.id, f.fair_rank
+            FROM quire_claim_candidates(w.name, coalesce(%(now)s, now()), w.slots * 2 + 8) f
+            WHERE %(ids)s::bigint[] IS NULL
+            UNION ALL
+            SELECT i.id, 0 FROM unnest(%(ids)s::bigint[]) AS i(id)
+        ) r
+        JOIN tasks t ON t.id = r.id
+        WHERE t.agent = w.name AND t.status = 'enqueued' AND NOT t.held
+          AND t.run_after <= coalesce(%(now)s, now())
+        ORDER BY t.priority DESC, r.fair_rank, t.created_at, t.id
+        LIMIT w.slots
+        FOR UPDATE OF t SKIP LOCKED
+    ) c
 ), picked AS (
-    SELECT t.id FROM tasks t JOIN ranked r ON r.id = t.id
-    WHERE t.agent = (SELECT name FROM agent) AND t.status = 'enqueued' AND NOT t.held
-      AND t.run_after <= coalesce(%(now)s, now())
-    ORDER BY r.priority DESC, r.fair_rank, r.created_at, r.id
-    LIMIT %(limit)s
-    FOR UPDATE OF t SKIP LOCKED
+    -- A pool's slots go to the best candidates of all its agents (a few rows are sorted here).
+    SELECT r.id, r.agent FROM (
+        SELECT id, agent, slots,
+               row_number() OVER (PARTITION BY pool ORDER BY priority DESC, fair_rank, created_at, id) AS n
+        FROM candidates
+    ) r
+    WHERE r.n <= r.slots
 ), opened AS (
     INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
                                estimated_tokens, started_at, heartbeat_at)
     SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s,
-           coalesce(%(executor)s, (SELECT executor FROM agent)),
+           coalesce(%(executor)s, w.executor),
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won
            t.estimated_tokens, coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())
-    FROM tasks t JOIN picked USING (id)
+    FROM tasks t JOIN picked p USING (id) JOIN wanted w ON w.name = t.agent
     RETURNING id, task_id, attempt_no, callback_secret
 )
 UPDATE tasks t SET
@@ -81,12 +101,12 @@ UPDATE tasks t SET
     current_attempt_id = o.id,
     locked_by = %(worker_id)s,
     lease_expires_at = coalesce(%(now)s, now())
-                       + make_interval(secs => coalesce(%(lease_seconds)s, (SELECT lease_seconds FROM agent))),
+                       + make_interval(secs => coalesce(%(lease_seconds)s, w.lease_seconds)),
     started_at = coalesce(t.started_at, coalesce(%(now)s, now())),
     waiting_since = NULL,
     updated_at = coalesce(%(now)s, now())
-FROM opened o
-WHERE t.id = o.task_id
+FROM opened o, wanted w
+WHERE t.id = o.task_id AND w.name = t.agent
 RETURNING t.*, o.id AS claim_attempt_id, o.attempt_no AS claim_attempt_no,
           o.callback_secret AS claim_callback_secret;
 

@@ -45,6 +45,7 @@ def test_migrate_is_idempotent_and_db_url_prints_the_dsn(quire, db_dsn):
 def test_submit_stores_files_and_enqueues_with_priority_and_customer(quire, tmp_path, conn):
     a = make_pdf(tmp_path / "a.pdf", pages=3)
     b = make_pdf(tmp_path / "b.pdf", pages=1)
+    quire("migrate")  # configures the default agent: submit only reads configuration
     out = quire("submit", str(a), str(b), "--priority", "7", "--customer", "acme").stdout
     assert out.count("task ") == 2
     rows = conn.execute("SELECT document_name, document_uri, pages, priority, customer, estimated_tokens, "
@@ -68,6 +69,7 @@ def test_submit_rejects_bad_files_with_clear_messages_and_writes_nothing_for_the
     text.write_text("just some text, not a PDF")
     damaged = tmp_path / "damaged.pdf"
     damaged.write_bytes(b"%PDF-1.7\n" + os.urandom(300))
+    quire("migrate")
     proc = quire("submit", str(good), str(empty), str(text), str(damaged), str(tmp_path / "missing.pdf"),
                  check=False)
     assert proc.returncode == 1
@@ -117,8 +119,33 @@ def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path):
         assert len(urls) == 1 and str(data_dir) in urls.pop()
         status = subprocess.run([sys.executable, "-m", "app.cli", "status", "--json"], env=env, cwd=root,
                                 capture_output=True, text=True, timeout=120)
+        # A read-only command never migrates: it says what to run instead.
+        assert status.returncode == 2 and "run `quire migrate` first" in status.stderr, status.stderr
+        assert subprocess.run([sys.executable, "-m", "app.cli", "migrate"], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=120).returncode == 0
+        status = subprocess.run([sys.executable, "-m", "app.cli", "status", "--json"], env=env, cwd=root,
+                                capture_output=True, text=True, timeout=120)
         assert status.returncode == 0 and json.loads(status.stdout)["total"] == {}
     finally:
         stop = subprocess.run([sys.executable, "-m", "app.cli", "db-stop"], env=env, cwd=root,
                               capture_output=True, text=True, timeout=60)
     assert stop.stdout.strip() == "stopped"
+
+
+def test_read_only_commands_never_apply_the_configuration_of_their_folder(quire, tmp_path, conn):
+    (tmp_path / "quire.toml").write_text('[agents.documents]\nprice_input_per_mtok = 3.0\n'
+                                         'price_output_per_mtok = 15.0\nmax_tpm = 90000\n')
+    quire("migrate")
+    before = conn.execute("SELECT * FROM agents ORDER BY name").fetchall()
+    assert [(r["name"], float(r["price_input_per_mtok"])) for r in before] == [("documents", 3.0)]
+    # Another folder's quire.toml: other prices, limits and another agent.
+    (tmp_path / "quire.toml").write_text('[agents.documents]\nprice_input_per_mtok = 0\n'
+                                         '[agents.stranger]\nmax_concurrent_tasks = 1\n')
+    pdf = make_pdf(tmp_path / "a.pdf")
+    for args in (("status",), ("status", "--json"), ("submit", str(pdf)), ("db-url",)):
+        quire(*args)
+    after = conn.execute("SELECT * FROM agents ORDER BY name").fetchall()
+    assert after == before
+    assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 1
+    quire("migrate")  # applying it is a deliberate act
+    assert {r["name"] for r in conn.execute("SELECT name FROM agents")} == {"documents", "stranger"}

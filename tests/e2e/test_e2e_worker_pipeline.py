@@ -24,6 +24,7 @@ def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn
     try:
         wait_for_http(f"{base}/healthz")
         pdf = make_invoice_pdf(tmp_path / "in" / "invoice-0042.pdf")
+        assert quire("migrate", env=env, cwd=tmp_path).returncode == 0  # configures the agent; submit only reads
         submitted = quire("submit", str(pdf), "--customer", "acme", "--priority", "5", env=env, cwd=tmp_path)
         assert submitted.returncode == 0, submitted.stderr
         task_id = int(re.match(r"task (\d+):", submitted.stdout).group(1))

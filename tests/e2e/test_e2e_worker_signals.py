@@ -13,6 +13,7 @@ from tests.worker_helpers import Proc, make_invoice_pdf, quire, quire_env, wait_
 
 def submit(env, tmp_path, count: int) -> None:
     pdfs = [str(make_invoice_pdf(tmp_path / "in" / f"inv-{n}.pdf", number=f"INV-{n:04d}")) for n in range(count)]
+    assert quire("migrate", env=env, cwd=tmp_path).returncode == 0  # configures the agent; submit only reads
     done = quire("submit", *pdfs, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 

@@ -83,6 +83,10 @@ class Executor(ABC):
     def kill(self, handle: Handle) -> None:
         """Ends the run now."""
 
+    def written_report(self, handle: Handle) -> dict[str, Any] | None:
+        """The report the run left where the worker can read it (its report file), or None yet."""
+        return None
+
     def wait(self, handle: Handle, timeout: float) -> bool:
         """Waits up to `timeout` seconds for the run to end where the executor can; True if it did."""
         return not self.is_alive(handle)

@@ -154,13 +154,18 @@ class LocalExecutor(Executor):
         """Waits for the process to end; True if it did."""
         return handle.done.wait(timeout)
 
+    def written_report(self, handle: LocalHandle) -> dict | None:
+        """The agent's report file, once it wrote one (the agent writes it whole, then renames it)."""
+        if handle.out_path is None:
+            return None
+        try:
+            report = json.loads(handle.out_path.read_text())
+        except (OSError, ValueError):
+            return None
+        return report if isinstance(report, dict) else None
+
     def exit(self, handle: LocalHandle) -> Exit:
-        report = None
-        if handle.out_path is not None and handle.out_path.exists():
-            try:
-                report = json.loads(handle.out_path.read_text())
-            except (OSError, ValueError):
-                report = None
+        report = self.written_report(handle)
         tail = self._stderr_tail(handle)
         code = handle.exit_code
         if code is not None and code < 0:
@@ -171,7 +176,7 @@ class LocalExecutor(Executor):
             error += f"; stderr: {tail}"
         shutil.rmtree(handle.run_dir, ignore_errors=True)
         return Exit(exit_code=code, error=error, retryable=code != EXIT_DOCUMENT_ERROR,
-                    report=report if isinstance(report, dict) else None,
+                    report=report,
                     wall_seconds=handle.wall_seconds, cpu_seconds=handle.cpu_seconds)
 
     def _stderr_tail(self, handle: LocalHandle) -> str:

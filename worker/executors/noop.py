@@ -71,11 +71,10 @@ class NoopExecutor(Executor):
         """Reports the run: by signed POST, or as a report the worker applies."""
         if handle.done.is_set():
             return
-        report = noop_report(launch)
+        # Kept like an agent's report file: the worker applies it if the callback did not arrive.
+        handle.report = noop_report(launch)
         if launch.callback_url:
-            handle.error = self._post(launch, report)
-        else:
-            handle.report = report
+            handle.error = self._post(launch, handle.report)
         handle.done.set()
         on_exit()
 
@@ -94,6 +93,9 @@ class NoopExecutor(Executor):
         if response.status_code != 200:
             return f"callback refused with HTTP {response.status_code}: {response.text[:200]}"
         return None
+
+    def written_report(self, handle: NoopHandle) -> dict[str, Any] | None:
+        return handle.report
 
     def is_alive(self, handle: NoopHandle) -> bool:
         return not handle.done.is_set()

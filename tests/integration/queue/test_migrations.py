@@ -51,10 +51,22 @@ def test_claim_walks_the_fair_share_index_without_sorting_the_backlog(conn):
         make_task(conn, customer=f"c{i % 3}")
     conn.execute("ANALYZE tasks")
     conn.execute("SET enable_seqscan = off")
-    params = {"agent": "docs", "worker_id": "w", "limit": 1, "now": None, "executor": None,
-              "lease_seconds": None, "ids": None, "unthrottled_only": True}
-    plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + q("task_claim_batch"), params))
+    params = {"agent": None, "worker_id": "w", "now": None, "executor": None, "lease_seconds": None,
+              "executors": ["local"], "pools": ["local"], "slots": [10], "ids": None,
+              "unthrottled_only": True}
+    [[plan]] = conn.execute("EXPLAIN (FORMAT JSON) " + q("task_claim_batch"), params).fetchone().values()
+
+    def walk(node, parents=()):
+        yield node, parents
+        for child in node.get("Plans", []):
+            yield from walk(child, (node, *parents))
+
+    nodes = list(walk(plan["Plan"]))
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "tasks" for n, _ in nodes)
     # quire_claim_candidates is a plain SQL function: the planner inlines it into the claim.
-    assert "tasks_fair_claim_idx" in plan
-    # Only the bounded candidate set is sorted, never the backlog.
-    assert "Seq Scan on tasks" not in plan
+    fair_scans = [(n, p) for n, p in nodes if n.get("Index Name") == "tasks_fair_claim_idx"]
+    assert fair_scans, "the claim reads the fair-share index"
+    # The backlog is never sorted: every read of the index is cut by a limit (a group's head, or
+    # the next group of the skip scan), so only the bounded candidate set is ranked.
+    for _, parents in fair_scans:
+        assert "Limit" in [p["Node Type"] for p in parents[:3]]
