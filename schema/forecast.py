@@ -22,6 +22,8 @@ LEARN_MIN = 3
 STATIC_SECONDS_BASE = 6.0
 STATIC_SECONDS_PER_PAGE = 1.5
 STATIC_OUTPUT_SHARE = 0.15
+# quire_learned_tokens reserves 10% over the learned line; a forecast wants the line itself.
+LEARNED_MARGIN = 1.1
 # Work ahead is read up to this many queued tasks; past it, the count is the planner's estimate.
 AHEAD_BOUND = 20_000
 
@@ -89,8 +91,18 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
     return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0)
 
 
+def file_tokens(conn: psycopg.Connection, agent: str, files: list[FileFacts], rates: Rates) -> list[float]:
+    """Each file's expected tokens: the agent's learned line (quire_learned_tokens, without its 10%
+    reservation margin) once it has one, else the static estimate scaled by what attempts used."""
+    learned = fetch_all(conn, "agent_learned_tokens_list", {
+        "agent": agent, "pages": [f.pages for f in files], "bytes": [f.document_bytes for f in files]})
+    return [r["tokens"] / LEARNED_MARGIN if r["tokens"] is not None
+            else queue.estimate_tokens(pages=f.pages, document_bytes=f.document_bytes) * rates.token_scale
+            for f, r in zip(files, learned)]
+
+
 def effective_concurrency(agent_cap: int | None, workers: int) -> int:
-    """Tasks of the agent that run at once: its cap, and no more than the workers' slots."""
+    """Tasks of the agent that run at once: its limit, and no more than the workers' slots."""
     return max(1, min(agent_cap or workers, workers))
 
 
@@ -116,8 +128,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         return rates.seconds_base * documents + rates.seconds_per_page * pages
 
     pages = [pages_of(f) for f in files]
-    tokens = sum(queue.estimate_tokens(pages=f.pages, document_bytes=f.document_bytes) for f in files)
-    tokens = round(tokens * rates.token_scale)
+    tokens = round(sum(file_tokens(conn, agent, files, rates)))
     price_in, price_out = float(spec.price_input_per_mtok), float(spec.price_output_per_mtok)
     llm_cost = tokens * ((1 - rates.output_share) * price_in + rates.output_share * price_out) / 1e6
     work = sum(seconds(p) for p in pages)
@@ -135,19 +146,19 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     ahead_seconds = seconds(ahead["pages"] * scale_ahead, ahead["n"] * scale_ahead)
     ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
     in_flight = ahead["in_flight"]
-    concurrency = effective_concurrency(spec.max_concurrent_tasks, workers)
+    concurrency = effective_concurrency(spec.concurrency_limit, workers)
     # Tasks in flight are on average half done; the last document starts once the others have.
     in_flight_seconds = in_flight * seconds(queue.DEFAULT_ESTIMATE_PAGES) / 2
     longest = max(seconds(p) for p in pages)
     eta = (ahead_seconds + in_flight_seconds + work) / concurrency + longest * (1 - 1 / concurrency) / 2
-    if spec.max_tpm:
-        eta = max(eta, (ahead_tokens + tokens) / spec.max_tpm * 60)
+    if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
+        eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
              else "static estimates (no completed attempts yet)")
     return Forecast(agent=agent, priority=priority, documents=len(files), pages=sum(pages), tokens=tokens,
                     llm_cost_usd=round(llm_cost, 6), compute_cost_usd=round(compute_cost, 6),
                     work_seconds=round(work, 3), eta_seconds=round(eta, 3), ahead_tasks=queued + in_flight,
-                    ahead_exact=exact, concurrency=concurrency, max_tpm=spec.max_tpm, basis=basis)
+                    ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis)
 
 
 # -- batches ------------------------------------------------------------------------------------
@@ -207,7 +218,8 @@ def agent_pace(conn: psycopg.Connection, agent: str, *, workers: int) -> Pace:
     pages = queue.DEFAULT_ESTIMATE_PAGES
     mean_seconds = rates.seconds_base + rates.seconds_per_page * pages
     tokens = queue.estimate_tokens(pages=pages) * rates.token_scale
-    return Pace(mean_seconds, effective_concurrency(spec.max_concurrent_tasks, workers), spec.max_tpm, tokens, rates)
+    concurrency = effective_concurrency(spec.concurrency_limit, workers)
+    return Pace(mean_seconds, concurrency, spec.tpm_limit, tokens, rates)
 
 
 def batch_set_forecast(conn: psycopg.Connection, batch_id: int, forecast: Forecast) -> None:

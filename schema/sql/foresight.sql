@@ -152,3 +152,9 @@ SELECT quire_notify_events(%(event_ids)s::bigint[]);
 -- name: batch_set_forecast
 -- The forecast of an upload once all its files are in.
 UPDATE batches SET forecast = %(forecast)s WHERE id = %(batch_id)s;
+
+-- name: agent_learned_tokens_list
+-- The agent's learned token cost of each file (quire_learned_tokens, NULL until it has learned).
+SELECT quire_learned_tokens(%(agent)s, NULL, f.pages, f.bytes) AS tokens
+FROM unnest(%(pages)s::integer[], %(bytes)s::bigint[]) WITH ORDINALITY AS f(pages, bytes, ord)
+ORDER BY f.ord;
