@@ -46,6 +46,7 @@ class Rates:
     seconds_per_page: float
     compute_share: float        # compute seconds billed per wall second
     learned_from: int           # completed attempts behind the figures (0: static)
+    parallelism: float | None = None  # work that ran at once while any ran, observed (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Forecast:
     eta_seconds: float          # from now until its last document should be done
     ahead_tasks: int            # queued at its priority or above, and in flight
     ahead_exact: bool
-    concurrency: int
+    concurrency: float
     max_tpm: int | None
     basis: str                  # where the rates came from, in words
 
@@ -88,7 +89,9 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
         base = max((r["sum_s"] - slope * r["sum_p"]) / n, 0.0)
         per_page = slope
     compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
-    return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0)
+    # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
+    parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
+    return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism)
 
 
 def file_tokens(conn: psycopg.Connection, agent: str, files: list[FileFacts], rates: Rates) -> list[float]:
@@ -101,9 +104,11 @@ def file_tokens(conn: psycopg.Connection, agent: str, files: list[FileFacts], ra
             for f, r in zip(files, learned)]
 
 
-def effective_concurrency(agent_cap: int | None, workers: int) -> int:
-    """Tasks of the agent that run at once: its limit, and no more than the workers' slots."""
-    return max(1, min(agent_cap or workers, workers))
+def effective_concurrency(agent_cap: int | None, workers: int, observed: float | None = None) -> float:
+    """Tasks of the agent that run at once: its limit, no more than the workers' slots, and no more
+    than the overlap its recent attempts achieved (when that is known)."""
+    limit = max(1, min(agent_cap or workers, workers))
+    return max(1.0, min(limit, observed)) if observed else float(limit)
 
 
 def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files: list[FileFacts],
@@ -146,7 +151,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     ahead_seconds = seconds(ahead["pages"] * scale_ahead, ahead["n"] * scale_ahead)
     ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
     in_flight = ahead["in_flight"]
-    concurrency = effective_concurrency(spec.concurrency_limit, workers)
+    concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
     # Tasks in flight are on average half done; the last document starts once the others have.
     in_flight_seconds = in_flight * seconds(queue.DEFAULT_ESTIMATE_PAGES) / 2
     longest = max(seconds(p) for p in pages)
@@ -197,7 +202,7 @@ class Pace:
     """How fast an agent's queue moves: seconds a task takes on average, and how many run at once."""
 
     mean_task_seconds: float
-    concurrency: int
+    concurrency: float
     max_tpm: int | None
     mean_task_tokens: float
     rates: Rates
@@ -218,7 +223,7 @@ def agent_pace(conn: psycopg.Connection, agent: str, *, workers: int) -> Pace:
     pages = queue.DEFAULT_ESTIMATE_PAGES
     mean_seconds = rates.seconds_base + rates.seconds_per_page * pages
     tokens = queue.estimate_tokens(pages=pages) * rates.token_scale
-    concurrency = effective_concurrency(spec.concurrency_limit, workers)
+    concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
     return Pace(mean_seconds, concurrency, spec.tpm_limit, tokens, rates)
 
 

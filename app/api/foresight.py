@@ -43,7 +43,7 @@ class ForecastOut(BaseModel):
     eta_seconds: float
     ahead_tasks: int
     ahead_exact: bool
-    concurrency: int
+    concurrency: float
     max_tpm: int | None
     basis: str
 

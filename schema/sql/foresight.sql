@@ -65,15 +65,30 @@ FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[]);
 
 -- name: agent_learned_rates_one
 -- What an agent's recent completed attempts teach: tokens against the static estimate, the output
--- share, wall and compute seconds against pages (sums for a least-squares line), and prices.
+-- share, wall and compute seconds against pages (sums for a least-squares line), and how much work
+-- ran at once while any ran (summed wall seconds over the busy time, the union of their spans).
 WITH recent AS (
     SELECT a.input_tokens, a.output_tokens, a.estimated_tokens, a.compute_seconds,
+           a.started_at, a.finished_at,
            extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s,
            greatest(coalesce(t.pages, 1), 1)::float8 AS pages
     FROM task_attempts a JOIN tasks t ON t.id = a.task_id
     WHERE a.agent = %(agent)s AND a.status = 'completed' AND a.finished_at IS NOT NULL
     ORDER BY a.id DESC
     LIMIT %(window)s
+), spans AS (
+    SELECT started_at, finished_at,
+           max(finished_at) OVER (ORDER BY started_at, finished_at
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until
+    FROM recent
+), busy AS (
+    SELECT sum(extract(epoch FROM seg_end - seg_start))::float8 AS busy_s
+    FROM (SELECT min(started_at) AS seg_start, max(finished_at) AS seg_end
+          FROM (SELECT started_at, finished_at,
+                       count(*) FILTER (WHERE busy_until IS NULL OR started_at > busy_until)
+                           OVER (ORDER BY started_at, finished_at) AS seg
+                FROM spans) s
+          GROUP BY seg) segments
 )
 SELECT count(*) AS n,
        count(*) FILTER (WHERE input_tokens IS NOT NULL) AS n_usage,
@@ -83,7 +98,8 @@ SELECT count(*) AS n,
        coalesce(sum(wall_s), 0) AS sum_s, coalesce(sum(pages), 0) AS sum_p,
        coalesce(sum(pages * pages), 0) AS sum_pp, coalesce(sum(pages * wall_s), 0) AS sum_ps,
        coalesce(sum(compute_seconds) FILTER (WHERE compute_seconds IS NOT NULL), 0) AS compute_s,
-       coalesce(sum(wall_s) FILTER (WHERE compute_seconds IS NOT NULL), 0) AS compute_wall_s
+       coalesce(sum(wall_s) FILTER (WHERE compute_seconds IS NOT NULL), 0) AS compute_wall_s,
+       (SELECT busy_s FROM busy) AS busy_s
 FROM recent;
 
 -- name: task_work_ahead_bounded
