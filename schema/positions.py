@@ -72,12 +72,14 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
         if (agent, priority) not in higher_cache:
             higher_cache[(agent, priority)] = fetch_one(conn, "task_ahead_higher_priority_bounded", key)["n"]
         higher = higher_cache[(agent, priority)]
-        peers = fetch_all(conn, "task_fair_groups_at_priority", key)
-        mine = next((p for p in peers if p["ckey"] == ckey), {"in_flight": 0})
-        others = [p for p in peers if p["ckey"] != ckey and not p["over_budget"]]
         order = fetch_all(conn, "task_fair_group_queue_list", {**key, "ckey": ckey})
         index = {r["id"]: i for i, r in enumerate(order)}
-        deepest = max((mine["in_flight"] + index[r["id"]] + 1 for r in rows if r["id"] in index), default=0)
+        reach = max((index[r["id"]] + 1 for r in rows if r["id"] in index), default=0)
+        # Other customers' queues matter only as deep as ours reaches: count no further than that.
+        peers = fetch_all(conn, "task_fair_groups_at_priority", {**key, "count_bound": min(bound, reach + 64) + 1})
+        mine = next((p for p in peers if p["ckey"] == ckey), {"in_flight": 0})
+        others = [p for p in peers if p["ckey"] != ckey and not p["over_budget"]]
+        deepest = mine["in_flight"] + reach
         # Each other customer's queue, as far as any of ours reaches: who is ahead at equal rank is by age.
         heads = {p["ckey"]: [r["created_at"] for r in fetch_all(conn, "task_fair_group_queue_list", {
                      **key, "ckey": p["ckey"], "bound": max(0, min(bound, deepest - p["in_flight"]))})]
@@ -98,7 +100,8 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
                 same += min(len(created), max(0, k - 1))
                 if 1 <= k <= len(created) and created[k - 1] < row["created_at"]:
                     same += 1
-            capped = higher >= bound or any(p["queued"] >= bound and rank - p["in_flight"] > bound for p in others)
+            capped = higher >= bound or any(len(heads[p["ckey"]]) >= bound and rank - p["in_flight"] > bound
+                                            for p in others)
             ahead = higher + i + same
             if capped:
                 ahead = max(ahead, _estimate(conn, agent, priority, row["created_at"]))

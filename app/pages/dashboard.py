@@ -140,7 +140,7 @@ class Dashboard:
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
         """Applies the events' status changes to the counts at once; the database is read later, throttled."""
         self.charts_dirty = self.counts_dirty = True
-        if any(e.status in ("completed", "failed") for e in events):
+        if lagged or any(e.status in ("completed", "failed") for e in events):
             self.budgets_dirty = True  # spend is recorded with the report that ends a task
         self.events_seen += len(events) + int(lagged)
         shown = {row["id"] for row in self.table.table.rows}

@@ -10,7 +10,7 @@ SELECT count(*) AS n FROM (
 
 -- name: task_fair_groups_at_priority
 -- The customers with queued work at one priority of an agent (skip scan over the fair-share index),
--- each with its queued tasks counted up to %(bound)s, its recent service (as the claim ranks it; named
+-- each with its queued tasks counted up to %(count_bound)s, its recent service (as the claim ranks it; named
 -- in_flight) and whether it is over budget.
 WITH RECURSIVE grp AS (
     (SELECT coalesce(t.customer, '') AS ckey, 1 AS n
@@ -35,7 +35,7 @@ SELECT g.ckey,
             SELECT 1 FROM tasks t
             WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held
               AND t.priority = %(priority)s AND coalesce(t.customer, '') = g.ckey
-            LIMIT %(bound)s) q) AS queued,
+            LIMIT %(count_bound)s) q) AS queued,
        coalesce((SELECT f.served FROM quire_customer_served(%(agent)s) f WHERE f.ckey = g.ckey), 0) AS in_flight,
        g.ckey IN (SELECT customer FROM quire_customers_over_budget(coalesce(%(now)s, now()))) AS over_budget
 FROM grp g;

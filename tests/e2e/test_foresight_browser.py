@@ -122,7 +122,7 @@ def test_budgets_show_spend_and_over_budget_tasks_wait_visibly(page, app_server)
     (claim,) = queue.claim(conn, agent="documents", worker_id="w-b", limit=1)
     assert claim.task.id == tasks[0].id
     complete(conn, claim.attempt_id, cost=0.02)
-    expect(row.locator('[data-testid="budget-over"]')).to_have_text("over budget: tasks waiting")
+    expect(row.locator('[data-testid="budget-over"]')).to_have_text("over budget: tasks waiting", timeout=30_000)
     expect(row.locator('[data-testid="budget-text"]')).to_have_text("$0.0200 of $0.0100")
     page.screenshot(path=str(IMG / "budgets.png"), full_page=True)
     assert queue.claim(conn, agent="documents", worker_id="w-b", limit=5) == []
