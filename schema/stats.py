@@ -173,6 +173,8 @@ SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
 
 def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Summary:
     """The headline figures from the rollups: exact counts and spend, percentiles from histograms."""
+    if flt.needs_review:
+        return stats_summary_direct(conn, flt)  # rollups keep no per-task confidence
     rollups.fold_if_behind(conn)
     params = flt.params()
     rows = rollups.totals(conn, params)
@@ -220,6 +222,8 @@ def _cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None
 def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
                           end: datetime | None, bins: int = 20) -> Charts:
     """Throughput, cost by agent and customer, latency and confidence distributions, from the rollups."""
+    if flt.needs_review:
+        return stats_charts_direct(conn, flt, start=start, end=end, bins=bins)
     rollups.fold_if_behind(conn)
     params = flt.params()
     start = start or rollups.first_created(conn, params)
@@ -279,6 +283,8 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
 
 def task_count(conn: psycopg.Connection, flt: TaskFilter) -> int:
     """How many tasks the filters select: exact, and cheap at any size, from the rollups."""
+    if flt.needs_review:
+        return stats_summary_direct(conn, flt).total
     rollups.fold_if_behind(conn)
     return sum(r["tasks"] for r in rollups.totals(conn, flt.params()))
 

@@ -183,8 +183,10 @@ def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
     flagged = stats.stats_summary_filtered(conn, TaskFilter(needs_review=True))
     assert flagged.total == 4 and flagged.counts.get("completed") == 4
     assert abs(flagged.avg_confidence - 0.42) < 1e-6
-    rows, total = stats.task_list_page(conn, TaskFilter(needs_review=True), sort="id", descending=False,
-                                       limit=10, offset=0)
-    assert total == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    rows, _ = stats.task_list_keyset(conn, TaskFilter(needs_review=True), sort="id", descending=False, limit=10)
+    assert stats.task_count(conn, TaskFilter(needs_review=True)) == 4
+    assert len(rows) == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    charts = stats.stats_charts_filtered(conn, TaskFilter(needs_review=True), start=None, end=None)
+    assert sum(b["n"] for b in charts.confidence_bins) == 4 and charts.confidence_bins[0]["lo"] == 0.4
     assert stats.needs_review("completed", 0.42) and not stats.needs_review("completed", 0.9)
     assert not stats.needs_review("failed", None)
