@@ -54,11 +54,19 @@ class Usage:
     output_tokens: int = 0
     llm_cost_usd: float = 0.0
     estimated: bool = False
+    rate_limited: int = 0                     # HTTP 429s the model endpoint answered
+    retry_after_seconds: float | None = None  # the longest Retry-After it asked for
 
     def add(self, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
         self.input_tokens += int(input_tokens)
         self.output_tokens += int(output_tokens)
         self.llm_cost_usd += float(cost_usd)
+
+    def note_rate_limited(self, retry_after: float | None) -> None:
+        """Counts a 429, so the orchestrator can slow this agent down."""
+        self.rate_limited += 1
+        if retry_after is not None:
+            self.retry_after_seconds = max(self.retry_after_seconds or 0.0, retry_after)
 
 
 @dataclass

@@ -55,6 +55,9 @@ def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
         "pages": pages,
         "run_id": None,
         "trace_id": trace_id,
+        # Rate limits the model endpoint answered: the orchestrator backs this agent off.
+        **({"rate_limited": usage.rate_limited, "retry_after_seconds": usage.retry_after_seconds}
+           if usage.rate_limited else {}),
     }
 
 

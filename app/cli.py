@@ -67,34 +67,36 @@ def cmd_db_stop(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from app.documents import DocumentRejected, check_document, store_document
+    from app.services import SubmitOptions, Upload, submit_documents
     from schema import db, queue
 
     settings = _settings()
-    checked, failures = [], 0
+    uploads, failures = [], 0
     for name in args.files:
         path = Path(name)
-        try:
-            if not path.is_file():
-                raise DocumentRejected(f"{name}: no such file")
-            checked.append(check_document(path.name, path.read_bytes(),
-                                          max_bytes=settings.max_upload_mb * 1_000_000))
-        except DocumentRejected as exc:
-            print(f"rejected {exc}", file=sys.stderr)
+        if not path.is_file():
+            print(f"rejected {name}: no such file", file=sys.stderr)
             failures += 1
+            continue
+        uploads.append(Upload(path.name, path.read_bytes()))
     dsn = _database()
     with db.connect(dsn) as conn:
         try:
             agent = queue.get_agent(conn, args.agent or settings.default_agent)  # before any file is stored
         except UnknownAgent as exc:
             raise UnknownAgent(f"{exc}: agents are configured from quire.toml by `quire migrate`") from None
-        for doc in checked:
-            uri = store_document(settings.files_path, doc)
-            task = queue.enqueue(conn, agent=agent.name, document_uri=uri,
-                                 priority=args.priority, customer=args.customer,
-                                 document_name=doc.name, document_sha256=doc.sha256,
-                                 pages=doc.pages, document_bytes=doc.size, submitted_by=args.submitted_by)
-            print(f"task {task.id}: {doc.name} ({doc.pages} pages, priority {task.priority}, agent {task.agent})")
+        options = SubmitOptions(agent=agent.name, priority=args.priority, customer=args.customer,
+                                rerun_duplicates=args.duplicates == "rerun")
+        for result in submit_documents(conn, settings, uploads, options, submitted_by=args.submitted_by):
+            if result.outcome == "created":
+                print(f"task {result.task_id}: {result.name} ({result.pages} pages, priority {args.priority}, "
+                      f"agent {agent.name})")
+            elif result.outcome == "duplicate":
+                print(f"duplicate {result.name}: already task {result.duplicate_of['id']} "
+                      f"({result.duplicate_of['status']}); --duplicates rerun runs it again")
+            else:
+                print(f"rejected {result.error}", file=sys.stderr)
+                failures += 1
     return 1 if failures else 0
 
 
@@ -155,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--priority", type=_priority, default=0, help="0..9, 9 the most urgent")
     submit.add_argument("--customer")
     submit.add_argument("--submitted-by", default="cli")
+    submit.add_argument("--duplicates", choices=["offer", "rerun"], default="offer",
+                        help="offer: a document submitted before is not run again; rerun: run it anyway")
     submit.set_defaults(fn=cmd_submit)
     status = sub.add_parser("status", help="task counts per status and agent")
     status.add_argument("--json", action="store_true")

@@ -55,10 +55,31 @@ class Agent:
     settings: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    # The adaptive throttle's limits after the model endpoint rate-limited (None: the configured one).
+    effective_tpm: int | None = None
+    effective_concurrency: int | None = None
+    throttled_until: datetime | None = None
+    rate_limited_total: int = 0
 
     @property
     def throttled(self) -> bool:
-        return self.max_concurrent_tasks is not None or self.max_tpm is not None
+        return any(v is not None for v in (self.max_concurrent_tasks, self.max_tpm, self.effective_tpm,
+                                           self.effective_concurrency))
+
+    @property
+    def tpm_limit(self) -> int | None:
+        """The TPM admission uses: the stricter of the configured and the adaptive one."""
+        return _stricter(self.max_tpm, self.effective_tpm)
+
+    @property
+    def concurrency_limit(self) -> int | None:
+        """The concurrency admission uses: the stricter of the configured and the adaptive one."""
+        return _stricter(self.max_concurrent_tasks, self.effective_concurrency)
+
+
+def _stricter(configured: int | None, adaptive: int | None) -> int | None:
+    limits = [v for v in (configured, adaptive) if v is not None]
+    return min(limits) if limits else None
 
 
 @dataclass(frozen=True)

@@ -400,9 +400,9 @@ def task_events_last_id(conn: psycopg.Connection) -> int:
     return fetch_one(conn, "task_events_last_id")["last_id"]
 
 
-def stats_queue_health(conn: psycopg.Connection) -> list[dict[str, Any]]:
+def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None) -> list[dict[str, Any]]:
     """Per agent: oldest enqueued age in seconds and tasks waiting for token budget."""
-    return fetch_all(conn, "stats_queue_health")
+    return fetch_all(conn, "stats_queue_health", {"now": now})
 
 
 def stats_attempt_counts(conn: psycopg.Connection) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ WHERE id = %(attempt_id)s AND status IN ('processing', 'lost');
 
 -- name: attempt_cancel_open
 -- A cancelled task's running attempts are cancelled with it.
-UPDATE task_attempts SET status = 'cancelled', finished_at = now(), error = 'task cancelled'
+UPDATE task_attempts SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), error = 'task cancelled'
 WHERE task_id = %(task_id)s AND status = 'processing'
 RETURNING id;
 
@@ -75,13 +75,14 @@ RETURNING b.record_usage AS usage_recorded, b.previously_reported;
 -- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget
 -- (task row first, then the attempt: the lock order every transition keeps).
 WITH given AS (
-    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1, run_after = now(),
-                       locked_by = NULL, lease_expires_at = NULL, updated_at = now()
+    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1,
+                       run_after = coalesce(%(now)s, now()), locked_by = NULL, lease_expires_at = NULL,
+                       updated_at = coalesce(%(now)s, now())
     WHERE t.id = (SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s)
       AND t.status = 'processing' AND t.current_attempt_id = %(attempt_id)s
     RETURNING t.id
 )
-UPDATE task_attempts a SET status = 'handed_back', finished_at = now(),
+UPDATE task_attempts a SET status = 'handed_back', finished_at = coalesce(%(now)s, now()),
                            error = 'worker shut down before the attempt finished'
 FROM given g
 WHERE a.id = %(attempt_id)s AND a.status = 'processing'

@@ -2,7 +2,7 @@
 -- The tasks of the attempts a worker saw end, locked in task id order (so batches never deadlock
 -- each other), with what each attempt and task stand at.
 SELECT a.id AS attempt_id, a.task_id, a.status::text AS attempt_status, a.reported_status,
-       t.status::text AS task_status
+       t.status::text AS task_status, t.agent
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id
 WHERE a.id = ANY(%(attempt_ids)s::bigint[])
 ORDER BY t.id

@@ -206,7 +206,7 @@ SELECT coalesce(max(id), 0) AS last_id FROM task_events;
 
 -- name: stats_queue_health
 -- Per agent: age of the oldest enqueued task and how many wait for token budget, for /metrics.
-SELECT t.agent, extract(epoch FROM now() - min(t.created_at))::float8 AS oldest_enqueued_age_s,
+SELECT t.agent, extract(epoch FROM coalesce(%(now)s, now()) - min(t.created_at))::float8 AS oldest_enqueued_age_s,
        count(*) FILTER (WHERE t.waiting_since IS NOT NULL) AS waiting_for_budget
 FROM tasks t WHERE t.status = 'enqueued'
 GROUP BY t.agent
