@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/claim.py --quick
+	$(BIN)/python bench/dashboard.py --quick
 
 clean:
 	rm -rf $(VENV) .quire

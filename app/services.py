@@ -172,18 +172,19 @@ def warehouse_id() -> str | None:
 
 
 async def compute_cost(pool: ConnectionPool, flt: TaskFilter) -> ComputeCost:
-    """Slow: on Databricks, list-price cost of our job runs from the billing tables; else measured."""
-    warehouse = warehouse_id()
-    if warehouse:
-        run_ids = await _in_thread(pool, stats.attempt_job_run_ids_filtered, flt)
-        billed = await asyncio.to_thread(stats.billing_compute_cost_for_runs, run_ids, warehouse_id=warehouse)
-        return ComputeCost(cost_usd=Decimal(str(round(billed["cost_usd"], 6))), source="billing",
-                           detail=f"{billed['runs']} job runs, {billed['dbus']:,.2f} DBU at list price")
+    """Compute spend recorded per attempt: measured locally, or billed per Databricks job run."""
     measured = await _in_thread(pool, stats.stats_compute_measured_filtered, flt)
     seconds = measured["compute_seconds"] or 0.0
+    pending = measured["attempts_pending"] or 0
+    if warehouse_id():
+        # The worker's billing reconciler writes each job run's DBUs and cost once billing has it.
+        return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="billing",
+                           detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts billed, "
+                                  f"{float(measured['dbus'] or 0):,.2f} DBU; {pending} job runs pending billing")
     return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="measured",
                        detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts measured, "
-                              f"{seconds / 60:,.1f} min of run time")
+                              f"{seconds / 60:,.1f} min of run time"
+                              + (f"; {pending} job runs pending billing" if pending else ""))
 
 
 # -- operator actions ---------------------------------------------------------------------------

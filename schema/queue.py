@@ -79,7 +79,7 @@ def _require_int(value: Any, what: str, *, low: int | None = None, high: int | N
 
 _AGENT_DEFAULTS: dict[str, Any] = {
     "lease_seconds": 60, "starvation_seconds": 120, "executor": "local", "model": None,
-    "price_input_per_mtok": 0, "price_output_per_mtok": 0, "settings": {},
+    "price_input_per_mtok": None, "price_output_per_mtok": None, "settings": {},
 }
 
 
@@ -373,7 +373,8 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             "attempt_id": attempt_id, "status": report.status, "run_id": report.run_id,
             "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
             "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
-            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd})
+            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd,
+            "llm_unpriced": report.unpriced})
 
         def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()):
             return CallbackOutcome(kind=kind, task_id=task_id, attempt_id=attempt_id,
@@ -528,12 +529,14 @@ def record_executor_info(conn: psycopg.Connection, attempt_id: int, *, pid: int 
 
 def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds: float | None = None,
                    cpu_seconds: float | None = None, compute_cost_usd: float | None = None,
-                   dbus: float | None = None) -> None:
-    """Stores compute measured by the executor, apart from the LLM spend the agent reports."""
+                   dbus: float | None = None, compute_state: str | None = None) -> None:
+    """Stores compute measured by the executor, apart from the LLM spend the agent reports.
+
+    compute_state: 'measured' (cost known now) or 'pending' (the billing reconciler fills it in)."""
     with _tx(conn):
         _rows(conn, "attempt_record_compute", {
             "attempt_id": attempt_id, "compute_seconds": compute_seconds, "cpu_seconds": cpu_seconds,
-            "compute_cost_usd": compute_cost_usd, "dbus": dbus})
+            "compute_cost_usd": compute_cost_usd, "dbus": dbus, "compute_state": compute_state})
 
 
 def hand_back(conn: psycopg.Connection, attempt_id: int, *, now: datetime | None = None) -> bool:
