@@ -87,7 +87,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui import app, ui
 
     from app import auth, guard, live, services
-    from app.api import events, export, health, session, summary, tasks
+    from app.api import events, export, foresight, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
@@ -101,7 +101,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     # A request waits at most a few seconds for a connection: during an outage the API answers 503.
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
     guard.install(app, settings)
-    for module in (tasks, summary, events, health, session, export):
+    for module in (tasks, summary, events, health, session, export, foresight):
         app.include_router(module.router)
     callbacks = _optional_module("app.api.callbacks")
     if callbacks is not None:

@@ -160,6 +160,8 @@ class Task:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    held: bool = False                # stored and enqueued, but no claim takes it until released
+    batch_id: int | None = None       # the upload it came with, and that upload's forecast
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 

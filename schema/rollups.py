@@ -125,7 +125,11 @@ def rollup_pending_count(conn: psycopg.Connection) -> int:
 def fold_if_behind(conn: psycopg.Connection, *, threshold: int = FOLD_ON_READ_AT) -> None:
     """Folds before a read when many marks wait, so reads stay cheap without a worker running."""
     if rollup_pending_count(conn) >= threshold:
-        rollup_fold(conn)
+        try:
+            rollup_fold(conn)
+        except psycopg.errors.ReadOnlySqlTransaction:
+            conn.rollback()  # a read-only session (a replica, `quire status`): the read stays exact anyway
+            return
         if not conn.autocommit:
             conn.commit()
 

@@ -29,6 +29,14 @@ class AgentConfig(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
+class CustomerConfig(BaseModel):
+    """One `[customers.NAME]` table of quire.toml."""
+
+    model_config = {"extra": "forbid"}
+
+    monthly_llm_budget_usd: float | None = Field(None, ge=0)
+
+
 class Settings(BaseSettings):
     """Every knob Quire reads; README.md documents each one."""
 
@@ -103,6 +111,22 @@ class Settings(BaseSettings):
             return {name: AgentConfig(**table) for name, table in agents.items()}
         except ValidationError as exc:
             raise ValueError(f"{self.config}: invalid agent configuration:\n{exc}") from exc
+
+
+    def customer_configs(self) -> dict[str, CustomerConfig]:
+        """The `[customers.NAME]` tables of quire.toml (none without the file)."""
+        if not self.config.exists():
+            return {}
+        try:
+            customers = tomllib.loads(self.config.read_text()).get("customers", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{self.config}: not valid TOML: {exc}") from exc
+        if not isinstance(customers, dict):
+            raise ValueError(f"{self.config}: [customers] must be a table of [customers.NAME] tables")
+        try:
+            return {name: CustomerConfig(**table) for name, table in customers.items()}
+        except (TypeError, ValidationError) as exc:
+            raise ValueError(f"{self.config}: invalid customer configuration:\n{exc}") from exc
 
 
 @lru_cache(maxsize=1)

@@ -146,9 +146,9 @@ def status_counts(conn: psycopg.Connection) -> dict[str, Any]:
     """{"agents": {agent: {status: n}}, "total": {status: n}}."""
     agents: dict[str, dict[str, int]] = {}
     total: dict[str, int] = {}
-    for row in fetch_all(conn, "stats_status_counts"):
-        agents.setdefault(row["agent"], {})[row["status"]] = row["n"]
-        total[row["status"]] = total.get(row["status"], 0) + row["n"]
+    for row in stats_totals_all(conn):
+        agents.setdefault(row["agent"], {})[row["status"]] = row["tasks"]
+        total[row["status"]] = total.get(row["status"], 0) + row["tasks"]
     return {"agents": agents, "total": total}
 
 
@@ -376,11 +376,6 @@ def task_events_last_id(conn: psycopg.Connection) -> int:
 def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None) -> list[dict[str, Any]]:
     """Per agent: oldest enqueued age in seconds and tasks waiting for token budget."""
     return fetch_all(conn, "stats_queue_health", {"now": now})
-
-
-def stats_attempt_counts(conn: psycopg.Connection) -> list[dict[str, Any]]:
-    """Per agent and attempt status: attempts and callbacks received."""
-    return fetch_all(conn, "stats_attempt_counts")
 
 
 def health_ping(conn: psycopg.Connection) -> bool:

@@ -149,6 +149,9 @@ class SubmitResponse(BaseModel):
     rejected: int
     duplicates: int
     files: list[FileResult]
+    batch_id: int | None = None            # the batch the created tasks belong to
+    held: bool = False                     # True: nothing runs until POST /api/batches/{id}/release
+    forecast: dict[str, Any] | None = None  # tokens, costs and ETA forecast before it ran
 
 
 class ActionOut(BaseModel):

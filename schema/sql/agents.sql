@@ -52,7 +52,7 @@ SELECT
 SELECT a.name, a.executor
 FROM agents a
 WHERE EXISTS (SELECT 1 FROM tasks t
-               WHERE t.agent = a.name AND t.status = 'enqueued'
+               WHERE t.agent = a.name AND t.status = 'enqueued' AND NOT t.held
                  AND t.run_after <= coalesce(%(now)s, now()))
 ORDER BY a.name;
 

@@ -1,7 +1,3 @@
--- name: stats_status_counts
--- Tasks per agent and status, for `quire status` and the metrics endpoint.
-SELECT agent, status::text AS status, count(*) AS n FROM tasks GROUP BY agent, status ORDER BY agent, status;
-
 -- name: task_filter
 -- Fragment, not a query: the dashboard filters, composed into the blocks below as {task_filter}
 -- so that every figure reads the same set of tasks. NULL means "no filter" for each parameter.
@@ -193,13 +189,6 @@ SELECT t.agent, extract(epoch FROM coalesce(%(now)s, now()) - min(t.created_at))
 FROM tasks t WHERE t.status = 'enqueued'
 GROUP BY t.agent
 ORDER BY t.agent;
-
--- name: stats_attempt_counts
--- Attempts (claims) per agent and attempt status, and callbacks received, for /metrics.
-SELECT a.agent, a.status::text AS status, count(*) AS n, coalesce(sum(a.callbacks_received), 0) AS callbacks
-FROM task_attempts a
-GROUP BY a.agent, a.status
-ORDER BY a.agent, a.status;
 
 -- name: health_ping
 -- The cheapest round trip that proves a pooled connection works.

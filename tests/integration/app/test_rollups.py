@@ -276,3 +276,29 @@ def test_percentiles_come_from_the_bins():
     lo, hi = rollups.bin_range("l", hundred)
     assert lo <= 100.0 < hi and lo <= rollups.percentile("l", bins, 0.9) <= hi
     assert rollups.percentile("l", {}, 0.5) is None
+
+
+def test_a_read_only_session_reads_exact_figures_without_folding(conn, connect):
+    make_agent(conn, "alpha")
+    for _ in range(3):
+        make_task(conn, "alpha", customer="acme")
+    reader = connect()
+    reader.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    rollups.fold_if_behind(reader, threshold=1)  # cannot fold here: leaves the marks for the worker
+    assert rollups.rollup_pending_count(conn) == 3
+    assert stats.stats_summary_filtered(reader, TaskFilter()).counts["enqueued"] == 3
+
+
+def test_the_worker_folder_folds_what_was_marked(db_dsn, conn):
+    from schema import db
+    from worker.folder import RollupFolder
+
+    make_agent(conn, "alpha")
+    make_task(conn, "alpha")
+    pool = db.make_pool(db_dsn, min_size=1, max_size=1)
+    try:
+        assert RollupFolder(pool, "w").run_once() == 1
+    finally:
+        pool.close()
+    assert rollups.rollup_pending_count(conn) == 0
+    assert stats.stats_summary_filtered(conn, TaskFilter()).counts["enqueued"] == 1
