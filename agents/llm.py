@@ -86,10 +86,10 @@ class ChatClient:
         with tracer.span("chat_completion", "CHAT_MODEL",
                          {"model": self.endpoint.model, "messages": messages}) as span:
             result = self._post_with_retries(messages, usage)
-            input_cost, output_cost = cost_of(result.input_tokens, result.output_tokens)
-            usage.add(result.input_tokens, result.output_tokens, input_cost + output_cost)
-            record_usage(span, result.input_tokens, result.output_tokens, input_cost,
-                         output_cost, model=result.model, estimated=not result.usage_reported)
+            cost = cost_of(result.input_tokens, result.output_tokens)
+            usage.add(result.input_tokens, result.output_tokens, cost)
+            record_usage(span, result.input_tokens, result.output_tokens, cost,
+                         model=result.model, estimated=not result.usage_reported)
             span.set_outputs({"content": result.content})
         return result
 

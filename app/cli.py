@@ -1,4 +1,5 @@
-"""The `quire` command line: migrate, db-url, db-stop, submit, status, worker, serve, up."""
+"""The `quire` command line: migrate, db-url, db-stop, submit, status, worker, serve, up, requirements,
+grants."""
 
 from __future__ import annotations
 
@@ -135,6 +136,28 @@ def cmd_up(args) -> int:
     return run_app(_settings(), _prepare(), samples=args.samples, worker=True)
 
 
+def cmd_requirements(args) -> int:
+    from app.deploy import REQUIREMENTS, requirements_text
+
+    text = requirements_text()
+    if args.write:
+        REQUIREMENTS.write_text(text)
+        print(f"wrote {REQUIREMENTS}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_grants(args) -> int:
+    from app.deploy import grants
+
+    for statement in grants(_prepare(), args.principal, apply=args.apply):
+        print(statement)
+    if args.apply:
+        print(f"-- applied to {args.principal}", file=sys.stderr)
+    return 0
+
+
 def _priority(text: str) -> int:
     try:
         value = int(text)
@@ -172,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start everything on the embedded Postgres")
     up.add_argument("--samples", action="store_true", help="enqueue the bundled sample documents")
     up.set_defaults(fn=cmd_up)
+    requirements = sub.add_parser("requirements", help="print requirements.txt for the Databricks Apps build")
+    requirements.add_argument("--write", action="store_true", help="write requirements.txt beside pyproject.toml")
+    requirements.set_defaults(fn=cmd_requirements)
+    grants = sub.add_parser("grants", help="print (or apply) explicit grants on the queue's tables")
+    grants.add_argument("--principal", required=True, help="Postgres role: a service principal's application id")
+    grants.add_argument("--apply", action="store_true", help="run the grants (one transaction)")
+    grants.set_defaults(fn=cmd_grants)
     return parser
 
 

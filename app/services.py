@@ -172,18 +172,19 @@ def warehouse_id() -> str | None:
 
 
 async def compute_cost(pool: ConnectionPool, flt: TaskFilter) -> ComputeCost:
-    """Slow: on Databricks, list-price cost of our job runs from the billing tables; else measured."""
-    warehouse = warehouse_id()
-    if warehouse:
-        run_ids = await _in_thread(pool, stats.attempt_job_run_ids_filtered, flt)
-        billed = await asyncio.to_thread(stats.billing_compute_cost_for_runs, run_ids, warehouse_id=warehouse)
-        return ComputeCost(cost_usd=Decimal(str(round(billed["cost_usd"], 6))), source="billing",
-                           detail=f"{billed['runs']} job runs, {billed['dbus']:,.2f} DBU at list price")
+    """Compute spend recorded per attempt: measured locally, or billed per Databricks job run."""
     measured = await _in_thread(pool, stats.stats_compute_measured_filtered, flt)
     seconds = measured["compute_seconds"] or 0.0
+    pending = measured["attempts_pending"] or 0
+    if warehouse_id():
+        # The worker's billing reconciler writes each job run's DBUs and cost once billing has it.
+        return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="billing",
+                           detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts billed, "
+                                  f"{float(measured['dbus'] or 0):,.2f} DBU; {pending} job runs pending billing")
     return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="measured",
                        detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts measured, "
-                              f"{seconds / 60:,.1f} min of run time")
+                              f"{seconds / 60:,.1f} min of run time"
+                              + (f"; {pending} job runs pending billing" if pending else ""))
 
 
 # -- operator actions ---------------------------------------------------------------------------
@@ -200,12 +201,12 @@ class ActionResult:
     not_found: bool = False
 
 
-def _act(conn, ids: list[int], action: str, actor: str) -> list[ActionResult]:
+def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = None) -> list[ActionResult]:
     results = []
     for task_id in ids:
         try:
             if action == "retry":
-                task = queue.retry(conn, task_id, actor=actor)
+                task = queue.retry(conn, task_id, actor=actor, priority=priority)
                 text = (f"task {task_id} re-extracted as task {task.id}" if task.id != task_id
                         else f"task {task_id} re-enqueued")
             else:
@@ -219,9 +220,10 @@ def _act(conn, ids: list[int], action: str, actor: str) -> list[ActionResult]:
     return results
 
 
-async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> list[ActionResult]:
-    """Retries each task; a completed task gets a re-extraction child."""
-    return await _in_thread(pool, _act, ids, "retry", actor)
+async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str,
+                      priority: int | None = None) -> list[ActionResult]:
+    """Retries each task (at `priority` if given, else its own); a completed task gets a re-extraction child."""
+    return await _in_thread(pool, _act, ids, "retry", actor, priority)
 
 
 async def cancel_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> list[ActionResult]:
@@ -245,6 +247,8 @@ class SubmitOptions:
     customer: str | None = None
     rerun_duplicates: bool = False
     parent_id: int | None = None
+    batch_id: int | None = None
+    held: bool = False          # stored and enqueued, not claimable until the batch is released
 
 
 @dataclass
@@ -306,7 +310,8 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
     entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
                     priority=options.priority, customer=options.customer or None, document_name=doc.name,
                     document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
-                    parent_id=options.parent_id) for _, doc in fresh.values()]
+                    parent_id=options.parent_id, batch_id=options.batch_id, held=options.held)
+               for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)
     except QuireError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schema import db, queue
+from schema import customers, db, queue
 from schema.migrate import migrate
 from schema.settings import Settings
 
@@ -12,8 +12,12 @@ def prepare_database(settings: Settings, *, configure_agents: bool = True) -> st
     dsn = db.database_url(settings)
     queue.set_backoff(settings.backoff_base_seconds, settings.backoff_cap_seconds)
     agents = settings.agent_configs() if configure_agents else {}
+    budgets = ({name: c.monthly_llm_budget_usd for name, c in settings.customer_configs().items()}
+               if configure_agents else {})
     with db.connect(dsn) as conn:
         migrate(conn)
         for name, config in agents.items():
             queue.configure_agent(conn, name, **config.model_dump())
+        if budgets:
+            customers.customer_budget_apply_config(conn, budgets)
     return dsn

@@ -50,8 +50,8 @@ class Agent:
     starvation_seconds: int
     executor: str
     model: str | None
-    price_input_per_mtok: Decimal
-    price_output_per_mtok: Decimal
+    price_input_per_mtok: Decimal | None   # None: not configured, usage is unpriced
+    price_output_per_mtok: Decimal | None
     settings: dict[str, Any]
     created_at: datetime
     updated_at: datetime
@@ -111,6 +111,8 @@ class Attempt:
     heartbeat_at: datetime | None
     finished_at: datetime | None
     error: str | None
+    llm_unpriced: bool = False           # tokens spent with no configured price: cost unknown, not $0
+    compute_state: str | None = None     # measured | pending (billing not in yet) | billed
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,8 @@ class Task:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    held: bool = False                # stored and enqueued, but no claim takes it until released
+    batch_id: int | None = None       # the upload it came with, and that upload's forecast
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 

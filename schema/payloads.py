@@ -45,6 +45,11 @@ class Report:
     retry_after_seconds: float | None = None   # the longest Retry-After among them
 
     @property
+    def unpriced(self) -> bool:
+        """Tokens were reported with no LLM cost: the agent had no price for them."""
+        return bool(self.input_tokens or self.output_tokens) and self.llm_cost_usd is None
+
+    @property
     def has_usage(self) -> bool:
         return any(v is not None for v in (self.input_tokens, self.output_tokens,
                                             self.llm_cost_usd, self.compute_cost_usd))

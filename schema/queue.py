@@ -79,7 +79,7 @@ def _require_int(value: Any, what: str, *, low: int | None = None, high: int | N
 
 _AGENT_DEFAULTS: dict[str, Any] = {
     "lease_seconds": 60, "starvation_seconds": 120, "executor": "local", "model": None,
-    "price_input_per_mtok": 0, "price_output_per_mtok": 0, "settings": {},
+    "price_input_per_mtok": None, "price_output_per_mtok": None, "settings": {},
 }
 
 
@@ -144,7 +144,7 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
                   "document_bytes", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
-                  "parent_id")
+                  "parent_id", "batch_id", "held")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 
 
@@ -153,12 +153,15 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
-            max_attempts: int = 3, now: datetime | None = None) -> Task:
-    """Adds one task to an agent's queue (one round trip); priority 0..9, 9 the most urgent."""
+            max_attempts: int = 3, batch_id: int | None = None, held: bool = False,
+            now: datetime | None = None) -> Task:
+    """Adds one task to an agent's queue (one round trip); priority 0..9, 9 the most urgent; a held
+    task waits for its batch's release."""
     [task] = enqueue_many(conn, [dict(
         agent=agent, document_uri=document_uri, priority=priority, customer=customer,
         estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
-        pages=pages, document_bytes=document_bytes, parent_id=parent_id, max_attempts=max_attempts)],
+        pages=pages, document_bytes=document_bytes, parent_id=parent_id, max_attempts=max_attempts,
+        batch_id=batch_id, held=held)],
         submitted_by=submitted_by, now=now)
     return task
 
@@ -170,7 +173,7 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
     task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
             "document_bytes": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
-            "parent_id": None, **item}
+            "parent_id": None, "batch_id": None, "held": False, **item}
     try:
         _require_text(task.get("agent"), "agent")
         _require_text(task.get("document_uri"), "document_uri")
@@ -181,6 +184,10 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
                 _require_int(task[key], key, low=0)
         if task["parent_id"] is not None:
             _require_int(task["parent_id"], "parent_id", low=1)
+        if task["batch_id"] is not None:
+            _require_int(task["batch_id"], "batch_id", low=1)
+        if not isinstance(task["held"], bool):
+            raise InvalidArgument("held must be true or false")
         # A static estimate is replaced at claim by what the agent learned documents cost.
         task["estimate_is_static"] = task["estimated_tokens"] is None
         if task["estimated_tokens"] is None:
@@ -373,7 +380,8 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             "attempt_id": attempt_id, "status": report.status, "run_id": report.run_id,
             "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
             "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
-            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd})
+            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd,
+            "llm_unpriced": report.unpriced})
 
         def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()):
             return CallbackOutcome(kind=kind, task_id=task_id, attempt_id=attempt_id,
@@ -486,7 +494,8 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
                                         "document_sha256", "document_bytes", "pages",
                                         "estimated_tokens", "max_attempts")},
                 "priority": task["priority"] if priority is None else priority,
-                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": now})
+                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": now,
+                "batch_id": None, "held": False})
             new_id = row["id"]
         else:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
@@ -528,12 +537,14 @@ def record_executor_info(conn: psycopg.Connection, attempt_id: int, *, pid: int 
 
 def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds: float | None = None,
                    cpu_seconds: float | None = None, compute_cost_usd: float | None = None,
-                   dbus: float | None = None) -> None:
-    """Stores compute measured by the executor, apart from the LLM spend the agent reports."""
+                   dbus: float | None = None, compute_state: str | None = None) -> None:
+    """Stores compute measured by the executor, apart from the LLM spend the agent reports.
+
+    compute_state: 'measured' (cost known now) or 'pending' (the billing reconciler fills it in)."""
     with _tx(conn):
         _rows(conn, "attempt_record_compute", {
             "attempt_id": attempt_id, "compute_seconds": compute_seconds, "cpu_seconds": cpu_seconds,
-            "compute_cost_usd": compute_cost_usd, "dbus": dbus})
+            "compute_cost_usd": compute_cost_usd, "dbus": dbus, "compute_state": compute_state})
 
 
 def hand_back(conn: psycopg.Connection, attempt_id: int, *, now: datetime | None = None) -> bool:

@@ -23,9 +23,18 @@ class AgentConfig(BaseModel):
     starvation_seconds: int = Field(120, ge=0)
     executor: str = "local"
     model: str | None = None
-    price_input_per_mtok: float = Field(0.0, ge=0)
-    price_output_per_mtok: float = Field(0.0, ge=0)
+    # Unset: the agent's token usage is recorded as unpriced, never as $0.
+    price_input_per_mtok: float | None = Field(None, ge=0)
+    price_output_per_mtok: float | None = Field(None, ge=0)
     settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class CustomerConfig(BaseModel):
+    """One `[customers.NAME]` table of quire.toml."""
+
+    model_config = {"extra": "forbid"}
+
+    monthly_llm_budget_usd: float | None = Field(None, ge=0)
 
 
 class Settings(BaseSettings):
@@ -62,6 +71,7 @@ class Settings(BaseSettings):
     rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
+    billing_seconds: float = Field(600.0, gt=0)            # how often job runs' billing is reconciled
 
     @field_validator("data_dir")
     @classmethod
@@ -101,6 +111,22 @@ class Settings(BaseSettings):
             return {name: AgentConfig(**table) for name, table in agents.items()}
         except ValidationError as exc:
             raise ValueError(f"{self.config}: invalid agent configuration:\n{exc}") from exc
+
+
+    def customer_configs(self) -> dict[str, CustomerConfig]:
+        """The `[customers.NAME]` tables of quire.toml (none without the file)."""
+        if not self.config.exists():
+            return {}
+        try:
+            customers = tomllib.loads(self.config.read_text()).get("customers", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{self.config}: not valid TOML: {exc}") from exc
+        if not isinstance(customers, dict):
+            raise ValueError(f"{self.config}: [customers] must be a table of [customers.NAME] tables")
+        try:
+            return {name: CustomerConfig(**table) for name, table in customers.items()}
+        except (TypeError, ValidationError) as exc:
+            raise ValueError(f"{self.config}: invalid customer configuration:\n{exc}") from exc
 
 
 @lru_cache(maxsize=1)

@@ -28,6 +28,7 @@ class Ended:
     cpu_seconds: float | None = None
     compute_cost_usd: float | None = None
     dbus: float | None = None
+    compute_state: str | None = None     # measured, or pending: the billing tables will price it
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,13 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
                 model_calls[row["agent"]] = model_calls.get(row["agent"], 0) + 1
             item = {"attempt_id": attempt_id, "task_id": task_id, "complete": report is not None,
                     "compute_seconds": e.compute_seconds, "cpu_seconds": e.cpu_seconds,
-                    "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus)}
+                    "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus),
+                    "compute_state": e.compute_state}
             if report is not None:
                 item.update(result=report.result, confidence=report.confidence, pages=report.pages,
                             has_usage=report.has_usage, input_tokens=report.input_tokens,
                             output_tokens=report.output_tokens, llm_cost_usd=report.llm_cost_usd,
+                            llm_unpriced=report.unpriced,
                             report_compute_cost_usd=report.compute_cost_usd, run_id=report.run_id,
                             trace_id=report.trace_id)
             items.append(item)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -355,32 +354,6 @@ def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: dat
 def stats_compute_measured_filtered(conn: psycopg.Connection, flt: TaskFilter) -> dict[str, Any]:
     """Compute spend measured by the executors for the filtered tasks."""
     return _run(conn, "stats_compute_measured_filtered", flt.params())[0]
-
-
-def attempt_job_run_ids_filtered(conn: psycopg.Connection, flt: TaskFilter) -> list[str]:
-    return [r["job_run_id"] for r in _run(conn, "attempt_job_run_ids_filtered", flt.params())]
-
-
-def billing_compute_cost_for_runs(run_ids: list[str], *, warehouse_id: str, client=None) -> dict[str, Any]:
-    """List-price compute cost of Databricks job runs, from the billing system tables (slow)."""
-    from databricks.sdk import WorkspaceClient
-    from databricks.sdk.service.sql import StatementParameterListItem, StatementState
-
-    if not run_ids:
-        return {"cost_usd": 0.0, "dbus": 0.0, "runs": 0}
-    client = client or WorkspaceClient()
-    response = client.statement_execution.execute_statement(
-        warehouse_id=warehouse_id, statement=q("billing_compute_cost_for_runs"), wait_timeout="50s",
-        parameters=[StatementParameterListItem(name="run_ids", value=",".join(run_ids))])
-    while response.status and response.status.state in (StatementState.PENDING, StatementState.RUNNING):
-        time.sleep(1.0)
-        response = client.statement_execution.get_statement(response.statement_id)
-    if response.status is None or response.status.state != StatementState.SUCCEEDED:
-        error = response.status.error.message if response.status and response.status.error else "unknown error"
-        raise RuntimeError(f"billing query failed: {error}")
-    rows = (response.result.data_array if response.result else None) or []
-    return {"cost_usd": sum(float(r[2] or 0) for r in rows), "dbus": sum(float(r[1] or 0) for r in rows),
-            "runs": len(rows)}
 
 
 def stats_filter_options(conn: psycopg.Connection) -> dict[str, list[str]]:

@@ -10,11 +10,12 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Path as PathP
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 
-from app import services
+from app import foresight, services
 from app.api.common import get_pool, get_settings
 from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
 from app.auth import Identity, require_operator, require_user
 from schema.errors import NotFound
+from schema.forecast import FileFacts
 from schema.settings import Settings
 from schema.stats import TaskFilter
 
@@ -35,6 +36,7 @@ async def submit_tasks(
     customer: str | None = Form(None),
     duplicates: Literal["offer", "rerun"] = Form(
         "offer", description="offer: an already-submitted document is not run again; rerun: run it anyway"),
+    hold: bool = Form(False, description="store and enqueue the batch held: nothing runs until it is released"),
     who: Identity = Depends(require_user),
     pool: ConnectionPool = Depends(get_pool),
     settings: Settings = Depends(get_settings),
@@ -44,14 +46,22 @@ async def submit_tasks(
     if len(files) > settings.max_batch_files:
         raise HTTPException(status_code=413, detail=f"{len(files)} files in one request; at most "
                                                     f"{settings.max_batch_files} (QUIRE_MAX_BATCH_FILES)")
-    options = services.SubmitOptions(agent=agent or settings.default_agent, priority=priority,
-                                     customer=(customer or "").strip() or None,
-                                     rerun_duplicates=duplicates == "rerun")
+    agent = agent or settings.default_agent
+    customer = (customer or "").strip() or None
+    options = services.SubmitOptions(agent=agent, priority=priority, customer=customer,
+                                     rerun_duplicates=duplicates == "rerun", held=hold)
     try:
         # A request Postgres could not store is refused whole, before any file is read or kept.
         services.check_submission([f.filename or "document.pdf" for f in files], options)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
+    try:
+        batch_id, _ = await foresight.open_batch(pool, settings, agent=agent, priority=priority, customer=customer,
+                                                 files=[FileFacts(document_bytes=f.size) for f in files],
+                                                 held=hold, submitted_by=who.name)
+    except NotFound as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    options = services.SubmitOptions(**{**options.__dict__, "batch_id": batch_id})
     results: list[services.SubmitResult] = []
     # A slice at a time keeps memory to one slice of documents however many are sent; reading one
     # byte past the limit is enough to reject an oversized file without holding all of it.
@@ -64,12 +74,17 @@ async def submit_tasks(
             for r in results]
     created = sum(r.outcome == "created" for r in results)
     rejected = sum(r.outcome == "rejected" for r in results)
+    plan = None
+    if created:
+        plan = await foresight.settle_forecast(pool, settings, batch_id, agent=agent, priority=priority,
+                                               files=[FileFacts(pages=r.pages) for r in results if r.outcome == "created"])
     if created and rejected:
         response.status_code = 207
     elif not created:
         response.status_code = 422 if rejected else 200
     return SubmitResponse(created=created, rejected=rejected, duplicates=len(results) - created - rejected,
-                          files=body)
+                          files=body, batch_id=batch_id if created else None, held=hold and bool(created),
+                          forecast=plan.as_json() if plan else None)
 
 
 def _cursor(task_id: int) -> str:
@@ -144,10 +159,11 @@ def _one(results: list[services.ActionResult]) -> ActionOut:
 
 @router.post("/tasks/{task_id}/retry", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
-async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), who: Identity = Depends(require_operator),
-                     pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
+async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID),
+                     priority: int | None = Query(None, ge=0, le=9, description="run it at this priority (default: its own)"),
+                     who: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task."""
-    return _one(await services.retry_tasks(pool, [task_id], actor=who.name))
+    return _one(await services.retry_tasks(pool, [task_id], actor=who.name, priority=priority))
 
 
 @router.post("/tasks/{task_id}/cancel", response_model=ActionOut,

@@ -20,6 +20,7 @@ class Entry:
     result: SubmitResult
     upload: Upload | None
     status: str | None = None
+    spot: str | None = None  # queue position and ETA while enqueued
     widgets: dict[str, Any] = field(default_factory=dict)
 
 
@@ -37,6 +38,7 @@ class BatchView:
             self.progress = ui.linear_progress(0, show_value=False, size="10px").props(
                 'rounded color=positive track-color=grey-3 data-testid="batch-progress"')
             self.progress_label = ui.label("").classes("text-sm quire-muted")
+            self.forecasts = ui.column().classes("w-full gap-3")
             self.list = ui.column().classes("w-full gap-0")
         self.card.visible = False
 
@@ -100,6 +102,8 @@ class BatchView:
         w["badge"].props(f"color={fmt.STATUS_COLORS.get(status, 'grey')}")
         pages = f"{result.pages} page{'s' if result.pages != 1 else ''} · " if result.pages else ""
         detail = f"{pages}task {result.task_id}"
+        if status == "enqueued" and entry.spot:
+            detail += f" · {entry.spot}"
         if entry.status == "failed" and result.error:
             detail += f" · {result.error}"
         w["message"].set_text(detail)
@@ -127,6 +131,19 @@ class BatchView:
                 changed = True
         if changed:
             self._update_progress()
+
+    def queued_ids(self) -> list[int]:
+        return [e.result.task_id for e in self.entries if e.result.task_id is not None and e.status == "enqueued"]
+
+    def set_spots(self, spots: dict[int, str]) -> None:
+        """Queue position and ETA of the batch's enqueued tasks; a task missing from `spots` has left the queue."""
+        for entry in self.entries:
+            if entry.result.task_id is None or entry.status != "enqueued":
+                continue
+            spot = spots.get(entry.result.task_id)
+            if spot != entry.spot:
+                entry.spot = spot
+                self._show(entry)
 
     def _update_progress(self) -> None:
         tasks = [e for e in self.entries if e.result.task_id is not None]

@@ -12,6 +12,7 @@ from app.components import format as fmt
 from schema.stats import TaskFilter, TaskRow
 
 RETRYABLE = ("failed", "cancelled", "completed")
+RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 CANCELLABLE = ("enqueued", "processing")
 MAX_CURSOR_WALK = 50
 MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
@@ -119,6 +120,9 @@ class TaskTable:
                 self.count_label = ui.label("").classes("text-sm quire-muted")
                 ui.space()
                 self.selected_label = ui.label("").classes("text-sm quire-muted")
+                # Row and bulk retries alike run at this priority (own: each task keeps its own).
+                self.retry_priority = ui.select(RETRY_PRIORITIES, value=-1, label="Retry at") \
+                    .props('outlined dense stack-label options-dense data-testid="retry-priority"').classes("w-40")
                 self.retry_selected = ui.button("Retry selected", icon="replay", on_click=self._retry_selection) \
                     .props('outline dense color=primary data-testid="retry-selected"')
                 self.cancel_selected = ui.button("Cancel selected", icon="cancel", on_click=self._cancel_selection) \
@@ -211,8 +215,12 @@ class TaskTable:
             return
         if not ids:
             return
-        run = services.retry_tasks if action == "retry" else services.cancel_tasks
-        results = await run(app.state.pool, ids, actor=self.who.name)
+        if action == "retry":
+            priority = self.retry_priority.value
+            results = await services.retry_tasks(app.state.pool, ids, actor=self.who.name,
+                                                 priority=None if priority in (None, -1) else int(priority))
+        else:
+            results = await services.cancel_tasks(app.state.pool, ids, actor=self.who.name)
         done = [r for r in results if r.ok]
         failed = [r for r in results if not r.ok]
         if done:

@@ -11,7 +11,8 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
-from app import services
+from app import foresight, services
+from app.components.budgets import BudgetBoard
 from app.components.charts import ChartsBoard
 from app.components.filters import FilterBar
 from app.components.kpis import KpiBoard
@@ -68,8 +69,11 @@ class Dashboard:
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
         self.filters = FilterBar(self.apply_filter)
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
+        self.who = who
         self.charts = ChartsBoard()
         self.table = TaskTable(who, self.after_action)
+        self.budgets = BudgetBoard(who, self.save_budget)
+        self.budgets_dirty = False
 
     async def refresh_counts(self, *, table: bool = True) -> None:
         async with self.counts_lock:
@@ -101,6 +105,25 @@ class Dashboard:
     async def refresh_all(self) -> None:
         await self.refresh_counts()
         await self.refresh_charts()
+        await self.refresh_budgets()
+
+    async def refresh_budgets(self) -> None:
+        self.budgets.update(await foresight.budgets(self.pool))
+
+    async def save_budget(self, customer: str, amount: float | None) -> bool:
+        if not self.who.operator:
+            ui.notify(f"Budgets need the operator role; {self.who.name} is a viewer.", type="negative", position="top")
+            return False
+        try:
+            saved = await foresight.set_budget(self.pool, customer, amount, actor=self.who.name)
+        except ValueError as exc:
+            ui.notify(str(exc), type="negative", position="top")
+            return False
+        text = (f"{customer}: budget {saved.monthly_llm_budget_usd:,.2f} USD a month" if amount is not None
+                else f"{customer}: budget cleared")
+        ui.notify(text, type="positive", position="top")
+        await self.refresh_budgets()
+        return True
 
     async def apply_filter(self, flt: TaskFilter) -> None:
         self.filter = flt
@@ -117,6 +140,8 @@ class Dashboard:
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
         """Applies the events' status changes to the counts at once; the database is read later, throttled."""
         self.charts_dirty = self.counts_dirty = True
+        if lagged or any(e.status in ("completed", "failed") for e in events):
+            self.budgets_dirty = True  # spend is recorded with the report that ends a task
         self.events_seen += len(events) + int(lagged)
         shown = {row["id"] for row in self.table.table.rows}
         # The table is read again only when the events can change what it shows.
@@ -139,6 +164,9 @@ class Dashboard:
     async def redraw_charts_if_due(self) -> None:
         if self.charts_dirty and time.monotonic() - self.charts_at >= CHART_MIN_SECONDS:
             await self.refresh_charts()
+        if self.budgets_dirty:
+            self.budgets_dirty = False
+            await self.refresh_budgets()
 
     async def on_poll(self) -> None:
         """The fallback: everything is marked due and refresh_if_due reads it, so the event feed never waits."""

@@ -6,7 +6,9 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
-from app import services
+import time
+
+from app import foresight, services
 from app.auth import Identity
 from app.components import format as fmt
 from app.components.layout import frame, guard, watch
@@ -14,6 +16,8 @@ from app.components.result_view import attempts_table, fact, result_card, timeli
 from schema.errors import NotFound
 from schema.models import Task
 from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
+
+RETRY_PRIORITIES = {-1: "its own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
 
 class TaskView:
@@ -23,6 +27,9 @@ class TaskView:
         self.who = who
         self.task = task
         self.pool = app.state.pool
+        self.settings = app.state.settings
+        self.spot_at = 0.0
+        self.spot_dirty = False
         self.body = ui.column().classes("w-full gap-6")
         self.render()
 
@@ -50,13 +57,22 @@ class TaskView:
                             .props('data-testid="task-needs-review"') \
                             .tooltip(f"Confidence below {fmt.percent(REVIEW_CONFIDENCE)}: check the fields")
                     if task.status.value in ("failed", "cancelled", "completed"):
+                        self.retry_priority = ui.select(RETRY_PRIORITIES, value=-1, label="at priority") \
+                            .props('outlined dense stack-label data-testid="detail-retry-priority"').classes("w-40")
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
                                   on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"') \
                             .set_enabled(self.who.operator)
+                    if task.held and task.batch_id and task.status.value == "enqueued":
+                        ui.button("Submit batch", icon="play_arrow", on_click=self.release) \
+                            .props('outline color=primary data-testid="detail-release"').set_enabled(self.who.operator)
                     if task.status.value in ("enqueued", "processing"):
                         ui.button("Cancel", icon="cancel", on_click=lambda: self.act("cancel")) \
                             .props('outline color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
                 with ui.element("div").classes("grid grid-cols-2 md:grid-cols-4 gap-x-8 gap-y-3 w-full"):
+                    if task.status.value == "enqueued":
+                        with ui.column().classes("gap-0 min-w-0"):
+                            ui.label("Queue position").classes("quire-kpi-label")
+                            self.spot = ui.label("…").classes("text-sm text-slate-900").props('data-testid="queue-position"')
                     fact("Customer", task.customer or fmt.DASH)
                     fact("Submitted by", task.submitted_by or fmt.DASH)
                     fact("Submitted (UTC)", fmt.when(task.created_at))
@@ -68,8 +84,8 @@ class TaskView:
                     tokens_in = sum(a.input_tokens or 0 for a in task.attempts)
                     tokens_out = sum(a.output_tokens or 0 for a in task.attempts)
                     fact("Tokens in / out", f"{fmt.tokens(tokens_in)} / {fmt.tokens(tokens_out)}")
-                    fact("LLM cost", fmt.money(sum((a.llm_cost_usd or 0) for a in task.attempts)))
-                    fact("Compute cost", fmt.money(sum((a.compute_cost_usd or 0) for a in task.attempts)))
+                    fact("LLM cost", fmt.llm_cost(task.attempts))
+                    fact("Compute cost", fmt.compute_cost(task.attempts))
                     fact("Estimated tokens", fmt.tokens(task.estimated_tokens))
                     fact("SHA-256", task.document_sha256[:16] + "…" if task.document_sha256 else fmt.DASH,
                          mono=True, title=task.document_sha256)
@@ -92,21 +108,54 @@ class TaskView:
             ui.notify(f"{action.capitalize()} needs the operator role; {self.who.name} is a viewer.",
                       type="negative", position="top")
             return
-        run = services.retry_tasks if action == "retry" else services.cancel_tasks
-        result = (await run(self.pool, [self.task.id], actor=self.who.name))[0]
+        if action == "retry":
+            priority = getattr(self, "retry_priority", None)
+            results = await services.retry_tasks(self.pool, [self.task.id], actor=self.who.name,
+                                                 priority=None if priority is None or priority.value in (None, -1)
+                                                 else int(priority.value))
+        else:
+            results = await services.cancel_tasks(self.pool, [self.task.id], actor=self.who.name)
+        result = results[0]
         ui.notify(result.message, type="positive" if result.ok else "warning", position="top")
         if result.ok and result.new_task_id and result.new_task_id != self.task.id:
             ui.navigate.to(f"/tasks/{result.new_task_id}")
             return
         await self.reload()
 
+    async def release(self) -> None:
+        if not self.who.operator:
+            ui.notify(f"Submitting needs the operator role; {self.who.name} is a viewer.", type="negative", position="top")
+            return
+        released = await foresight.release_batch(self.pool, self.task.batch_id, actor=self.who.name)
+        ui.notify(f"Batch {self.task.batch_id} submitted: {released} tasks may run now", type="positive", position="top")
+        await self.reload()
+
+    async def refresh_spot(self, *, force: bool = False) -> None:
+        """The task's queue position and ETA, re-read at most once a second while it is enqueued."""
+        if self.task.status.value != "enqueued":
+            return
+        if not force and time.monotonic() - self.spot_at < 1.0:
+            self.spot_dirty = True
+            return
+        self.spot_at, self.spot_dirty = time.monotonic(), False
+        spot = (await foresight.queue_spots(self.pool, self.settings, [self.task.id])).get(self.task.id)
+        if spot is not None:
+            self.spot.set_text(" · ".join(x for x in (spot.text, foresight.eta_text(spot.eta_seconds)) if x))
+
+    async def refresh_if_dirty(self) -> None:
+        if self.spot_dirty:
+            await self.refresh_spot()
+
     async def reload(self) -> None:
         self.task = await services.task_detail(self.pool, self.task.id)
         self.render()
+        await self.refresh_spot(force=True)
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
         if lagged or any(e.task_id == self.task.id for e in events):
             await self.reload()
+        elif events:
+            await self.refresh_spot()
 
 
 @ui.page("/tasks/{task_id}", title="Task · Quire", response_timeout=20)
@@ -128,4 +177,6 @@ async def task_page(request: Request, task_id: int):
             return
         ui.page_title(f"{task.document_name or f'Task {task.id}'} · Quire")
         view = TaskView(who, task)
+        await view.refresh_spot(force=True)
     watch(view.on_events, view.reload)
+    ui.timer(1.0, view.refresh_if_dirty)

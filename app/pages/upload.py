@@ -6,12 +6,18 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse
 from nicegui import app, events, ui
 
-from app import services
+import time
+
+from app import foresight, services
 from app.components.batch import BatchView, Entry
+from app.components.forecast_panel import ForecastPanel
 from app.components.layout import frame, guard, watch
+from schema.forecast import FileFacts
 from schema.stats import StreamEvent
 
 SLICE = 25
+# Queue positions move with every claim anywhere: they are re-read at most this often.
+POSITION_MIN_SECONDS = 1.0
 PRIORITIES = {9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
 
@@ -52,6 +58,8 @@ class UploadForm:
                 self.customer = ui.input("Customer", autocomplete=customers,
                                          placeholder="e.g. Northwind Audit") \
                     .props('outlined dense stack-label clearable data-testid="upload-customer"').classes("w-64")
+                self.review = ui.switch("Review the forecast before it runs", value=True) \
+                    .props('data-testid="upload-review"')
                 ui.space()
                 ui.label(f"Up to {self.settings.max_upload_mb} MB per file").classes("text-sm quire-muted")
             self.uploader = ui.upload(multiple=True, auto_upload=True, label="PDF documents",
@@ -66,6 +74,9 @@ class UploadForm:
                 self.busy_label = ui.label("Checking files…").classes("text-sm quire-muted")
             self.busy.visible = False
         self.batch = BatchView(self._rerun)
+        self.panels: dict[int, ForecastPanel] = {}
+        self.positions_at = 0.0
+        self.positions_dirty = False
 
     def _options(self, **overrides) -> services.SubmitOptions:
         values = dict(agent=self.agent.value or self.settings.default_agent, priority=int(self.priority.value or 0),
@@ -83,7 +94,16 @@ class UploadForm:
 
     async def _received(self, event: events.MultiUploadEventArguments) -> None:
         created = rejected = 0
+        options = self._options()
+        hold = bool(self.review.value)
         try:
+            services.check_submission([f.name for f in event.files], options)
+            # Held while under review: the files are checked and stored, nothing runs until submitted.
+            batch_id, _ = await foresight.open_batch(
+                self.pool, self.settings, agent=options.agent, priority=options.priority, customer=options.customer,
+                files=[FileFacts(document_bytes=f.size()) for f in event.files], held=hold, submitted_by=self.who.name)
+            options = services.SubmitOptions(**{**options.__dict__, "batch_id": batch_id, "held": hold})
+            facts: list[FileFacts] = []
             # Hundreds of files arrive in one drop: read and submit them a slice at a time, so
             # memory holds one slice of documents and the batch list fills in as it goes.
             for start in range(0, len(event.files), SLICE):
@@ -91,13 +111,23 @@ class UploadForm:
                 self.busy_label.text = f"Checking files {start + 1}–{start + len(files)} of {len(event.files)}…"
                 limit = self.settings.max_upload_mb * 1_000_000
                 uploads = [services.Upload(f.name, await _head(f, limit)) for f in files]
-                results = await services.submit(self.pool, self.settings, uploads, self._options(),
+                results = await services.submit(self.pool, self.settings, uploads, options,
                                                 submitted_by=self.who.name)
                 # Only duplicates keep their bytes, for a re-run on request.
                 self.batch.add(results, {u.name: u for u in uploads if _duplicate(u.name, results)})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
-            message = f"{created} of {len(event.files)} files queued"
+                facts += [FileFacts(pages=r.pages) for r in results if r.outcome == "created"]
+            if facts:
+                self.busy_label.text = "Forecasting…"
+                plan = await foresight.settle_forecast(self.pool, self.settings, batch_id, agent=options.agent,
+                                                       priority=options.priority, files=facts)
+                with self.batch.forecasts:
+                    self.panels[batch_id] = ForecastPanel(batch_id, plan, held=hold, operator=self.who.operator,
+                                                          on_release=self._release)
+                await self.refresh_positions(force=True)
+            verb = "stored, held for review" if hold else "queued"
+            message = f"{created} of {len(event.files)} files {verb}"
             ui.notify(message + (f", {rejected} rejected" if rejected else ""),
                       type="positive" if not rejected else "warning", position="top")
         except ValueError as exc:  # a request Postgres could not store: nothing was written
@@ -105,6 +135,33 @@ class UploadForm:
         finally:
             self.busy.visible = False
             self.uploader.reset()
+
+    async def _release(self, batch_id: int) -> bool:
+        if not self.who.operator:
+            ui.notify(f"Submitting needs the operator role; {self.who.name} is a viewer.", type="negative", position="top")
+            return False
+        released = await foresight.release_batch(self.pool, batch_id, actor=self.who.name)
+        ui.notify(f"Batch {batch_id} submitted: {released} tasks may run now", type="positive", position="top")
+        await self.refresh_positions(force=True)
+        return True
+
+    async def refresh_positions(self, *, force: bool = False) -> None:
+        """Re-reads the batch's queue positions and ETAs, at most once a second."""
+        if not force and time.monotonic() - self.positions_at < POSITION_MIN_SECONDS:
+            self.positions_dirty = True  # the timer picks it up within the second
+            return
+        self.positions_at, self.positions_dirty = time.monotonic(), False
+        ids = self.batch.queued_ids()
+        if ids:
+            spots = await foresight.queue_spots(self.pool, self.settings, ids[:2000])
+            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds)) if x)
+                                  for i, s in spots.items()})
+        for batch_id, panel in self.panels.items():
+            if panel.comparison.visible:
+                continue
+            outcome = await foresight.batch_outcome(self.pool, batch_id)
+            if outcome.done:
+                panel.show_outcome(outcome.comparison())
 
     async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
         if entry.upload is None:
@@ -129,14 +186,22 @@ class UploadForm:
         if latest:
             if "failed" in latest.values():
                 await self.on_poll()  # the error text is not in the event
-            else:
-                self.batch.apply(latest)
+                return
+            self.batch.apply(latest)
+        if mine and events:
+            # Any claim of the agent moves the batch's tasks up the queue, not only their own events.
+            await self.refresh_positions(force=bool(latest))
+
+    async def refresh_if_dirty(self) -> None:
+        if self.positions_dirty:
+            await self.refresh_positions()
 
     async def on_poll(self) -> None:
         ids = self.batch.task_ids()
         if ids:
             rows = await services.batch_status(self.pool, ids)
             self.batch.apply({i: r["status"] for i, r in rows.items()}, {i: r["error"] for i, r in rows.items()})
+            await self.refresh_positions(force=True)
 
 
 @ui.page("/", title="Upload · Quire", response_timeout=20)
@@ -149,3 +214,4 @@ async def upload_page(request: Request):
     with frame(who, active="upload"):
         form = UploadForm(who, agents, customers)
     watch(form.on_events, form.on_poll)
+    ui.timer(POSITION_MIN_SECONDS, form.refresh_if_dirty)

@@ -52,7 +52,7 @@ SELECT
 SELECT a.name, a.executor
 FROM agents a
 WHERE EXISTS (SELECT 1 FROM tasks t
-               WHERE t.agent = a.name AND t.status = 'enqueued'
+               WHERE t.agent = a.name AND t.status = 'enqueued' AND NOT t.held
                  AND t.run_after <= coalesce(%(now)s, now()))
 ORDER BY a.name;
 
@@ -67,8 +67,9 @@ WITH observed AS (
            -- Tokens the endpoint actually served in the last minute (reported, not reserved).
            (SELECT coalesce(sum(input_tokens + output_tokens), 0)
               FROM task_attempts
-             WHERE agent = %(agent)s AND usage_recorded_at IS NOT NULL
-               AND started_at > coalesce(%(now)s, now()) - interval '60 seconds') AS window_tokens,
+             WHERE agent = %(agent)s
+               AND started_at > coalesce(%(now)s, now()) - interval '1 day'  -- reads the window index
+               AND usage_recorded_at > coalesce(%(now)s, now()) - interval '60 seconds') AS window_tokens,
            (SELECT started_at FROM task_attempts WHERE id = %(attempt_id)s) AS attempt_started_at
 ), ran AS (
     SELECT a.name,

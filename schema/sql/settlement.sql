@@ -20,7 +20,7 @@ WITH input AS (
         pages integer, has_usage boolean, input_tokens bigint, output_tokens bigint,
         llm_cost_usd numeric, report_compute_cost_usd numeric, run_id text, trace_id text,
         compute_seconds double precision, cpu_seconds double precision, compute_cost_usd numeric,
-        dbus numeric)
+        dbus numeric, compute_state text, llm_unpriced boolean)
 ), done AS (
     UPDATE tasks t SET
         status = 'completed', result = i.result, confidence = i.confidence, error = NULL,
@@ -35,6 +35,10 @@ WITH input AS (
         compute_seconds = coalesce(i.compute_seconds, a.compute_seconds),
         cpu_seconds = coalesce(i.cpu_seconds, a.cpu_seconds),
         dbus = coalesce(i.dbus, a.dbus),
+        compute_state = CASE WHEN a.compute_state = 'billed' THEN a.compute_state
+                             ELSE coalesce(i.compute_state, a.compute_state) END,
+        llm_unpriced = CASE WHEN d.id IS NOT NULL AND i.has_usage AND a.usage_recorded_at IS NULL
+                            THEN coalesce(i.llm_unpriced, false) ELSE a.llm_unpriced END,
         compute_cost_usd = CASE WHEN d.id IS NOT NULL AND i.has_usage AND a.usage_recorded_at IS NULL
                                 THEN coalesce(i.report_compute_cost_usd, i.compute_cost_usd, a.compute_cost_usd)
                                 ELSE coalesce(i.compute_cost_usd, a.compute_cost_usd) END,

@@ -152,35 +152,13 @@ GROUP BY 1
 ORDER BY 1;
 
 -- name: stats_compute_measured_filtered
--- Compute spend the executors measured (local runs: run time times the configured rate).
+-- Compute spend per attempt: measured (local runs: run time x rate) or billed (Databricks job runs,
+-- written by the billing reconciler), and how many job runs still wait for their bill.
 SELECT sum(a.compute_cost_usd) AS compute_cost_usd, sum(a.compute_seconds) AS compute_seconds,
        sum(a.dbus) AS dbus, count(*) FILTER (WHERE a.compute_cost_usd IS NOT NULL) AS attempts_measured,
-       count(*) AS attempts
+       count(*) AS attempts, count(*) FILTER (WHERE a.compute_state = 'pending') AS attempts_pending
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id
 WHERE {task_filter};
-
--- name: attempt_job_run_ids_filtered
--- The job runs this orchestrator submitted for the filtered tasks, for the billing lookup.
-SELECT DISTINCT a.job_run_id
-FROM task_attempts a JOIN tasks t ON t.id = a.task_id
-WHERE {task_filter} AND a.job_run_id IS NOT NULL
-ORDER BY 1
-LIMIT 5000;
-
--- name: billing_compute_cost_for_runs
--- Databricks SQL for the statement execution API, not Postgres: list-price cost of the job runs
--- named in :run_ids (comma-separated), from the billing system tables. Slow: run on demand only.
-SELECT u.usage_metadata.job_run_id AS job_run_id,
-       sum(u.usage_quantity) AS dbus,
-       sum(u.usage_quantity * CAST(lp.pricing.default AS DOUBLE)) AS cost_usd
-FROM system.billing.usage u
-JOIN system.billing.list_prices lp
-  ON lp.sku_name = u.sku_name AND lp.cloud = u.cloud AND lp.usage_unit = u.usage_unit
- AND u.usage_start_time >= lp.price_start_time
- AND (lp.price_end_time IS NULL OR u.usage_start_time < lp.price_end_time)
-WHERE array_contains(split(:run_ids, ','), u.usage_metadata.job_run_id)
-  AND lp.currency_code = 'USD'
-GROUP BY 1;
 
 -- name: stats_filter_options
 -- Agents and customers to offer in the dashboard filters.

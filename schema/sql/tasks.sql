@@ -2,11 +2,11 @@
 -- Enqueues one task; the statement trigger logs the event and notifies listeners.
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, pages, estimated_tokens, max_attempts, parent_id, submitted_by,
-                   retried_by, run_after, created_at, updated_at)
+                   retried_by, run_after, created_at, updated_at, batch_id, held)
 VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name)s,
         %(document_sha256)s, %(document_bytes)s, %(pages)s, %(estimated_tokens)s, %(max_attempts)s,
         %(parent_id)s, %(submitted_by)s, %(retried_by)s, coalesce(%(now)s, now()),
-        coalesce(%(now)s, now()), coalesce(%(now)s, now()))
+        coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(batch_id)s, coalesce(%(held)s, false))
 RETURNING *;
 
 -- name: task_insert_batch
@@ -18,20 +18,20 @@ WITH actor AS (
 )
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, pages, estimated_tokens, estimate_is_static, max_attempts, parent_id,
-                   submitted_by, run_after, created_at, updated_at)
+                   batch_id, held, submitted_by, run_after, created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
        r.document_bytes, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts, r.parent_id,
-       %(submitted_by)s,
+       r.batch_id, r.held, %(submitted_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
                              %(document_uri)s::text[], %(document_name)s::text[],
                              %(document_sha256)s::text[], %(document_bytes)s::bigint[],
                              %(pages)s::integer[], %(estimated_tokens)s::integer[],
                              %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
-                             %(parent_id)s::bigint[])
+                             %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[])
      WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
                           document_bytes, pages, estimated_tokens, estimate_is_static, max_attempts,
-                          parent_id, ord)
+                          parent_id, batch_id, held, ord)
 ORDER BY r.ord
 RETURNING *;
 
@@ -55,15 +55,17 @@ FOR UPDATE OF t;
 -- name: task_candidates_for_admission
 -- The head of an agent's claimable backlog in claim order, locked, for a throttled admission,
 -- each with the tokens its claim will reserve (as task_claim_batch computes them).
-SELECT id, priority, waiting_since,
-       CASE WHEN estimate_is_static
-            THEN coalesce(quire_learned_tokens(agent, NULL, pages, document_bytes), estimated_tokens)
-            ELSE estimated_tokens END AS estimated_tokens
-FROM tasks
-WHERE agent = %(agent)s AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
-ORDER BY priority DESC, created_at, id
+-- Fair share: ranked by quire_claim_candidates (customers take turns within a priority).
+SELECT t.id, t.priority, t.waiting_since,
+       CASE WHEN t.estimate_is_static
+            THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes), t.estimated_tokens)
+            ELSE t.estimated_tokens END AS estimated_tokens
+FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(scan)s) c
+JOIN tasks t ON t.id = c.id
+WHERE t.status = 'enqueued' AND NOT t.held AND t.run_after <= coalesce(%(now)s, now())
+ORDER BY c.priority DESC, c.fair_rank, c.created_at, c.id
 LIMIT %(scan)s
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE OF t SKIP LOCKED;
 
 -- name: task_mark_waiting
 -- Starts the starvation clock of tasks refused admission for lack of token budget.
@@ -86,22 +88,30 @@ WITH wanted AS (
       AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL
                                         AND a.effective_tpm IS NULL AND a.effective_concurrency IS NULL))
 ), candidates AS (
-    -- Each agent's claimable head, read in index order (claim order) and locked.
-    SELECT c.id, c.priority, c.created_at, w.name AS agent, w.pool, w.slots
+    -- Each agent's claimable head in claim order, locked: fair share across customers
+    -- (quire_claim_candidates, a bounded set) or, under admission, exactly the ids it chose.
+    SELECT c.id, c.priority, c.fair_rank, c.created_at, w.name AS agent, w.pool, w.slots
     FROM wanted w CROSS JOIN LATERAL (
-        SELECT t.id, t.priority, t.created_at
-        FROM tasks t
-        WHERE t.agent = w.name AND t.status = 'enqueued' AND t.run_after <= coalesce(%(now)s, now())
-          AND (%(ids)s::bigint[] IS NULL OR t.id = ANY(%(ids)s::bigint[]))
-        ORDER BY t.priority DESC, t.created_at, t.id
+        SELECT t.id, t.priority, r.fair_rank, t.created_at
+        FROM (
+            SELECT f.id, f.fair_rank
+            FROM quire_claim_candidates(w.name, coalesce(%(now)s, now()), w.slots * 2 + 8) f
+            WHERE %(ids)s::bigint[] IS NULL
+            UNION ALL
+            SELECT i.id, 0 FROM unnest(%(ids)s::bigint[]) AS i(id)
+        ) r
+        JOIN tasks t ON t.id = r.id
+        WHERE t.agent = w.name AND t.status = 'enqueued' AND NOT t.held
+          AND t.run_after <= coalesce(%(now)s, now())
+        ORDER BY t.priority DESC, r.fair_rank, t.created_at, t.id
         LIMIT w.slots
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF t SKIP LOCKED
     ) c
 ), picked AS (
     -- A pool's slots go to the best candidates of all its agents (a few rows are sorted here).
     SELECT r.id, r.agent FROM (
         SELECT id, agent, slots,
-               row_number() OVER (PARTITION BY pool ORDER BY priority DESC, created_at, id) AS n
+               row_number() OVER (PARTITION BY pool ORDER BY priority DESC, fair_rank, created_at, id) AS n
         FROM candidates
     ) r
     WHERE r.n <= r.slots

@@ -107,6 +107,10 @@ def test_drop_several_pdfs_with_one_bad(page, app_server):
     tasks = {t.document_name: t for t in (queue.get_task(conn, i) for i in range(1, 4))}
     assert set(tasks) == {"alpha.pdf", "beta.pdf", "gamma.pdf"}
     assert {(t.customer, t.submitted_by, t.priority) for t in tasks.values()} == {("Drop Co", "operator", 5)}
+    # Stored and held under review until the forecast is submitted: nothing is claimable before.
+    assert queue.claim(conn, agent="documents", worker_id="w-drop", limit=3) == []
+    page.locator('[data-testid="forecast-submit"]').click()
+    expect(page.locator('[data-testid="forecast-state"]')).to_have_text("submitted")
     # The batch follows its tasks live: a completed task shows up without a reload.
     claims = queue.claim(conn, agent="documents", worker_id="w-drop", limit=3)
     complete(conn, next(c.attempt_id for c in claims if c.task.document_name == "alpha.pdf"))

@@ -36,3 +36,17 @@ def test_config_file_errors_name_the_file_and_the_problem(tmp_path):
     config.write_text("title = 'no agents'\n")
     with pytest.raises(ValueError, match="at least one"):
         Settings(config=config).agent_configs()
+
+
+def test_customer_budgets_come_from_the_config_file(tmp_path):
+    config = tmp_path / "quire.toml"
+    assert Settings(config=config).customer_configs() == {}
+    config.write_text("[agents.docs]\n[customers.acme]\nmonthly_llm_budget_usd = 100\n[customers.globex]\n")
+    budgets = Settings(config=config).customer_configs()
+    assert budgets["acme"].monthly_llm_budget_usd == 100 and budgets["globex"].monthly_llm_budget_usd is None
+    config.write_text("[agents.docs]\n[customers.acme]\nmonthly_llm_budget_usd = -5\n")
+    with pytest.raises(ValueError, match="invalid customer configuration"):
+        Settings(config=config).customer_configs()
+    config.write_text("[agents.docs]\n[customers.acme]\nbudget = 5\n")
+    with pytest.raises(ValueError, match="budget"):
+        Settings(config=config).customer_configs()

@@ -42,13 +42,13 @@ def test_all_migrations_apply_to_an_empty_database_and_again_change_nothing(pg_s
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_claim_uses_the_partial_claim_index(conn):
+def test_claim_walks_the_fair_share_index_without_sorting_the_backlog(conn):
     from schema.sql import q
     from tests.factories import make_agent, make_task
 
     make_agent(conn)
-    for _ in range(50):
-        make_task(conn)
+    for i in range(60):
+        make_task(conn, customer=f"c{i % 3}")
     conn.execute("ANALYZE tasks")
     conn.execute("SET enable_seqscan = off")
     params = {"agent": None, "worker_id": "w", "now": None, "executor": None, "lease_seconds": None,
@@ -63,8 +63,10 @@ def test_claim_uses_the_partial_claim_index(conn):
 
     nodes = list(walk(plan["Plan"]))
     assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "tasks" for n, _ in nodes)
-    claim_scans = [(n, p) for n, p in nodes if n.get("Index Name") == "tasks_claim_idx"]
-    assert claim_scans, "the claim reads the partial claim index"
-    # The backlog is never sorted: each agent's head is read in index order, locked and cut there.
-    for _, parents in claim_scans:
-        assert [p["Node Type"] for p in parents[:2]] == ["LockRows", "Limit"]
+    # quire_claim_candidates is a plain SQL function: the planner inlines it into the claim.
+    fair_scans = [(n, p) for n, p in nodes if n.get("Index Name") == "tasks_fair_claim_idx"]
+    assert fair_scans, "the claim reads the fair-share index"
+    # The backlog is never sorted: every read of the index is cut by a limit (a group's head, or
+    # the next group of the skip scan), so only the bounded candidate set is ranked.
+    for _, parents in fair_scans:
+        assert "Limit" in [p["Node Type"] for p in parents[:3]]

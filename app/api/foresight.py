@@ -1,0 +1,164 @@
+"""Foresight routes: forecast a batch before it runs, follow and release batches, queue positions,
+and customers' monthly LLM budgets."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel, Field
+
+from app import foresight
+from app.api.common import get_pool, get_settings
+from app.auth import Identity, require_operator, require_user
+from schema.errors import InvalidArgument, NotFound
+from schema.forecast import FileFacts
+from schema.settings import Settings
+
+router = APIRouter(prefix="/api", tags=["foresight"])
+
+
+class FileIn(BaseModel):
+    pages: int | None = Field(None, ge=0, le=100_000)
+    size_bytes: int | None = Field(None, ge=0)
+
+
+class ForecastIn(BaseModel):
+    agent: str | None = Field(None, description="default: QUIRE_DEFAULT_AGENT")
+    priority: int = Field(0, ge=0, le=9)
+    customer: str | None = None
+    files: list[FileIn] = Field(..., min_length=1, max_length=100_000)
+
+
+class ForecastOut(BaseModel):
+    agent: str
+    priority: int
+    documents: int
+    pages: int
+    tokens: int
+    llm_cost_usd: float
+    compute_cost_usd: float
+    work_seconds: float
+    eta_seconds: float
+    ahead_tasks: int
+    ahead_exact: bool
+    concurrency: float
+    max_tpm: int | None
+    basis: str
+
+
+@router.post("/forecast", response_model=ForecastOut)
+async def post_forecast(body: ForecastIn, _: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool),
+                        settings: Settings = Depends(get_settings)) -> ForecastOut:
+    """Tokens, LLM and compute cost and ETA of a batch with these files, before anything is stored."""
+    try:
+        plan = await foresight.forecast_files(pool, settings, agent=body.agent or settings.default_agent,
+                                              priority=body.priority,
+                                              files=[FileFacts(f.pages, f.size_bytes) for f in body.files])
+    except NotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    except InvalidArgument as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    return ForecastOut(**plan.as_json())
+
+
+class BatchOut(BaseModel):
+    batch_id: int
+    held: bool
+    tasks: int
+    finished: int
+    done: bool
+    forecast: dict
+    actual_tokens: int
+    actual_llm_cost_usd: float
+    actual_compute_cost_usd: float
+    actual_seconds: float | None
+    comparison: str
+
+
+async def _batch(pool: ConnectionPool, batch_id: int) -> BatchOut:
+    try:
+        outcome = await foresight.batch_outcome(pool, batch_id)
+    except NotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    return BatchOut(**{k: getattr(outcome, k) for k in BatchOut.model_fields if k not in ("done", "comparison")},
+                    done=outcome.done, comparison=outcome.comparison())
+
+
+@router.get("/batches/{batch_id}", response_model=BatchOut)
+async def get_batch(batch_id: int = PathParam(..., ge=1), _: Identity = Depends(require_user),
+                    pool: ConnectionPool = Depends(get_pool)) -> BatchOut:
+    """A batch's forecast and what it actually took (so far, until its last task ends)."""
+    return await _batch(pool, batch_id)
+
+
+@router.post("/batches/{batch_id}/release", response_model=BatchOut,
+             responses={403: {"description": "not an operator"}, 409: {"description": "not held"}})
+async def release_batch(batch_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+                        pool: ConnectionPool = Depends(get_pool)) -> BatchOut:
+    """Lets a held batch's tasks be claimed."""
+    before = await _batch(pool, batch_id)
+    if not before.held:
+        raise HTTPException(status_code=409, detail=f"batch {batch_id} is not held")
+    await foresight.release_batch(pool, batch_id, actor=who.name)
+    return await _batch(pool, batch_id)
+
+
+class PositionOut(BaseModel):
+    task_id: int
+    text: str
+    ahead: int | None
+    exact: bool
+    waiting: str | None
+    eta_seconds: float | None
+
+
+class PositionsIn(BaseModel):
+    task_ids: list[int] = Field(..., min_length=1, max_length=2000)
+
+
+@router.post("/positions", response_model=list[PositionOut])
+async def post_positions(body: PositionsIn, _: Identity = Depends(require_user),
+                         pool: ConnectionPool = Depends(get_pool),
+                         settings: Settings = Depends(get_settings)) -> list[PositionOut]:
+    """Queue position and ETA of each enqueued task among those named (others are left out)."""
+    spots = await foresight.queue_spots(pool, settings, body.task_ids)
+    return [PositionOut(**s.__dict__) for s in spots.values()]
+
+
+class BudgetOut(BaseModel):
+    customer: str
+    monthly_llm_budget_usd: float | None
+    month: date
+    month_llm_cost_usd: float
+    over_budget: bool
+    updated_by: str | None
+    updated_at: datetime | None
+
+
+class BudgetIn(BaseModel):
+    monthly_llm_budget_usd: float | None = Field(..., description="dollars per calendar month (UTC); null: none")
+
+
+def _budget_out(b) -> BudgetOut:
+    return BudgetOut(customer=b.customer, month=b.month, month_llm_cost_usd=float(b.month_llm_cost_usd),
+                     monthly_llm_budget_usd=float(b.monthly_llm_budget_usd) if b.monthly_llm_budget_usd is not None else None,
+                     over_budget=b.over_budget, updated_by=b.updated_by, updated_at=b.updated_at)
+
+
+@router.get("/customers/budgets", response_model=list[BudgetOut])
+async def get_budgets(_: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool)) -> list[BudgetOut]:
+    """Each budgeted customer, and each with spend this month: LLM spend against budget."""
+    return [_budget_out(b) for b in await foresight.budgets(pool)]
+
+
+@router.put("/customers/{customer}/budget", response_model=BudgetOut,
+            responses={403: {"description": "not an operator"}, 422: {"description": "not a valid budget"}})
+async def put_budget(body: BudgetIn, customer: str = PathParam(..., min_length=1, max_length=200),
+                     who: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> BudgetOut:
+    """Sets or clears a customer's monthly LLM budget; over it, the customer's tasks wait enqueued."""
+    try:
+        return _budget_out(await foresight.set_budget(pool, customer, body.monthly_llm_budget_usd, actor=who.name))
+    except InvalidArgument as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc

@@ -1,0 +1,147 @@
+"""Operations behind forecasts, held batches, queue positions and customer budgets, for pages and API."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from app.services import _in_thread
+from schema import customers, forecast, positions
+from schema.customers import CustomerBudget
+from schema.forecast import FileFacts, Forecast
+from schema.settings import Settings
+
+
+def worker_slots(settings: Settings) -> int:
+    """Runs the workers take at once, as the forecast assumes (QUIRE_WORKER_CONCURRENCY or CPUs)."""
+    return settings.worker_concurrency or os.cpu_count() or 1
+
+
+async def forecast_files(pool: ConnectionPool, settings: Settings, *, agent: str, priority: int,
+                         files: list[FileFacts]) -> Forecast:
+    """What a batch of these files will cost and when it will be done, before anything runs."""
+    return await _in_thread(pool, forecast.forecast_batch, agent=agent, priority=priority, files=files,
+                            workers=worker_slots(settings),
+                            compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour)
+
+
+async def open_batch(pool: ConnectionPool, settings: Settings, *, agent: str, priority: int, customer: str | None,
+                     files: list[FileFacts], held: bool, submitted_by: str) -> tuple[int, Forecast]:
+    """Records a batch with a first forecast; its tasks are enqueued with its id (held if asked)."""
+    def work(conn):
+        plan = forecast.forecast_batch(conn, agent=agent, priority=priority, files=files,
+                                       workers=worker_slots(settings),
+                                       compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour)
+        return forecast.batch_create(conn, plan, customer=customer, held=held, submitted_by=submitted_by), plan
+    return await _in_thread(pool, work)
+
+
+async def settle_forecast(pool: ConnectionPool, settings: Settings, batch_id: int, *, agent: str, priority: int,
+                          files: list[FileFacts]) -> Forecast:
+    """The forecast over all the batch's accepted files, stored with it."""
+    def work(conn):
+        plan = forecast.forecast_batch(conn, agent=agent, priority=priority, files=files,
+                                       workers=worker_slots(settings),
+                                       compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour,
+                                       batch_id=batch_id)
+        forecast.batch_set_forecast(conn, batch_id, plan)
+        return plan
+    return await _in_thread(pool, work)
+
+
+async def release_batch(pool: ConnectionPool, batch_id: int, *, actor: str) -> int:
+    return await _in_thread(pool, forecast.batch_release, batch_id, actor=actor)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """A batch's forecast against what it actually took (actuals so far until it ends)."""
+
+    batch_id: int
+    held: bool
+    tasks: int
+    finished: int
+    forecast: dict[str, Any]
+    actual_tokens: int
+    actual_llm_cost_usd: float
+    actual_compute_cost_usd: float
+    actual_seconds: float | None      # dispatch (release, or submission) to the last task's end
+
+    @property
+    def done(self) -> bool:
+        return self.tasks > 0 and self.finished == self.tasks
+
+    def comparison(self) -> str:
+        """One line: forecast against actual cost and duration, with the differences."""
+        def diff(actual: float, planned: float) -> str:
+            return f" ({(actual - planned) / planned:+.0%})" if planned else ""
+        f = self.forecast
+        cost_f = f["llm_cost_usd"] + f["compute_cost_usd"]
+        cost_a = self.actual_llm_cost_usd + self.actual_compute_cost_usd
+        parts = [f"cost ${cost_a:,.4f} against ${cost_f:,.4f} forecast{diff(cost_a, cost_f)}",
+                 f"tokens {self.actual_tokens:,} against {f['tokens']:,}{diff(self.actual_tokens, f['tokens'])}"]
+        if self.actual_seconds is not None:
+            parts.append(f"duration {self.actual_seconds:,.0f} s against {f['eta_seconds']:,.0f} s"
+                         f"{diff(self.actual_seconds, f['eta_seconds'])}")
+        return " · ".join(parts)
+
+
+def _outcome(row: dict[str, Any]) -> BatchOutcome:
+    start = row["released_at"] or row["created_at"]
+    end = row["last_finished_at"]
+    return BatchOutcome(batch_id=row["id"], held=row["held"], tasks=row["tasks"], finished=row["finished"],
+                        forecast=row["forecast"], actual_tokens=int(row["actual_tokens"]),
+                        actual_llm_cost_usd=float(row["actual_llm_cost_usd"]),
+                        actual_compute_cost_usd=float(row["actual_compute_cost_usd"]),
+                        actual_seconds=(end - start).total_seconds() if end and row["finished"] == row["tasks"] else None)
+
+
+async def batch_outcome(pool: ConnectionPool, batch_id: int) -> BatchOutcome:
+    return _outcome(await _in_thread(pool, forecast.batch_get, batch_id))
+
+
+@dataclass(frozen=True)
+class QueueSpot:
+    """A queued task's place in line and when it should be done."""
+
+    task_id: int
+    text: str                   # "12 ahead", "about 12,400 ahead", "waiting: budget"
+    ahead: int | None
+    exact: bool
+    waiting: str | None
+    eta_seconds: float | None
+
+
+async def queue_spots(pool: ConnectionPool, settings: Settings, ids: list[int]) -> dict[int, QueueSpot]:
+    """Position and ETA of each enqueued task among `ids` (others are left out)."""
+    def work(conn):
+        where = positions.task_positions(conn, ids)
+        paces = {a: forecast.agent_pace(conn, a, workers=worker_slots(settings)) for a in {p.agent for p in where.values()}}
+        return {i: QueueSpot(i, p.describe(), p.ahead, p.exact, p.waiting,
+                             paces[p.agent].eta_seconds(p.ahead, p.pages) if p.ahead is not None else None)
+                for i, p in where.items()}
+    return await _in_thread(pool, work)
+
+
+async def budgets(pool: ConnectionPool) -> list[CustomerBudget]:
+    return await _in_thread(pool, customers.customer_budget_list)
+
+
+async def set_budget(pool: ConnectionPool, customer: str, budget_usd: float | Decimal | None, *,
+                     actor: str) -> CustomerBudget:
+    return await _in_thread(pool, customers.customer_budget_set, customer, budget_usd, actor=actor)
+
+
+def eta_text(seconds: float | None) -> str:
+    """An ETA as a person reads it: in how long, and the clock time (UTC)."""
+    if seconds is None:
+        return ""
+    from app.components import format as fmt
+
+    at = datetime.now(timezone.utc).timestamp() + seconds
+    return f"ETA {fmt.duration(seconds)} ({datetime.fromtimestamp(at, timezone.utc):%H:%M} UTC)"

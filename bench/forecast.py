@@ -1,0 +1,189 @@
+"""Forecast against actual: a mixed batch through a real app and worker, forecast before it runs.
+
+Usage:
+    python bench/forecast.py [--dsn DSN] [--documents 60] [--warmup 12] [--concurrency 3]
+
+Starts `quire serve` (app plus co-hosted worker, local executor, the LLM extractor) on a fresh
+database, with a local OpenAI-compatible fake model endpoint that bills tokens in proportion to
+the prompt it receives. A warm-up batch teaches the agent's rates; then a mixed batch (the bundled
+samples plus documents from bench/corpus.py, 1 to 12 pages) is submitted held, its forecast read,
+released, and followed to the end. Prints forecast and actual cost and duration, and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.corpus import generate_document, kind_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "bench-forecast-token"
+PRICE_IN, PRICE_OUT = 3.0, 15.0
+
+
+class FakeModel(BaseHTTPRequestHandler):
+    """Answers chat completions with an empty extraction; bills prompt characters / 4 plus an answer."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
+        answer = json.dumps({"document_type": "other", "fields": {}})
+        time.sleep(0.05 + prompt / 200_000)  # a model takes longer over longer prompts
+        reply = {"id": "fake", "object": "chat.completion", "model": body.get("model", "fake"),
+                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+                 "usage": {"prompt_tokens": prompt, "completion_tokens": 120 + prompt // 20,
+                           "total_tokens": prompt + 120 + prompt // 20}}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def corpus(count: int, seed: int) -> list[tuple[str, bytes]]:
+    """The bundled samples first, then generated invoices, contracts and statements of 1 to 12 pages."""
+    docs = [(p.name, p.read_bytes()) for p in sorted((ROOT / "app" / "samples").glob("*.pdf"))][:count]
+    kinds = ("invoice", "contract", "financial_statement")
+    rng = random.Random(seed)
+    i = 0
+    while len(docs) < count:
+        kind = kind_for(i, kinds)
+        data, _ = generate_document(kind, seed, i, max_pages=rng.choice([1, 2, 3, 6, 12]))
+        docs.append((f"{seed}-{i:04d}_{kind}.pdf", data))
+        i += 1
+    return docs
+
+
+def submit(http: httpx.Client, docs: list[tuple[str, bytes]], *, hold: bool) -> dict:
+    files = [("files", (name, data, "application/pdf")) for name, data in docs]
+    response = http.post("/api/tasks", data={"customer": "Bench Co", "priority": "5", "hold": str(hold).lower(),
+                                             "duplicates": "rerun"}, files=files, timeout=300)
+    response.raise_for_status()
+    return response.json()
+
+
+def wait_done(http: httpx.Client, batch_id: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batch = http.get(f"/api/batches/{batch_id}").json()
+        if batch["done"]:
+            return batch
+        time.sleep(0.5)
+    raise SystemExit(f"batch {batch_id} did not finish within {timeout:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dsn", default=os.environ.get("QUIRE_TEST_DATABASE_URL"),
+                        help="a Postgres server to create the bench database on (default: embedded)")
+    parser.add_argument("--documents", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=12)
+    parser.add_argument("--concurrency", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=13)
+    args = parser.parse_args(argv)
+
+    from schema import db
+    from schema.migrate import migrate
+
+    work = Path(tempfile.mkdtemp(prefix="quire-bench-forecast-"))
+    server_dsn = args.dsn or db.start_embedded(work / "pg")
+    name = f"quire_bench_forecast_{uuid.uuid4().hex[:8]}"
+    with db.connect(server_dsn) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    dsn = db.with_database(server_dsn, name)
+    with db.connect(dsn) as conn:
+        migrate(conn)
+    model = ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    (work / "quire.toml").write_text(
+        f"[agents.documents]\nmax_concurrent_tasks = {args.concurrency}\nlease_seconds = 120\n"
+        f"price_input_per_mtok = {PRICE_IN}\nprice_output_per_mtok = {PRICE_OUT}\n"
+        "settings = { extractor = \"llm\" }\n")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUIRE_", "DATABRICKS_"))}
+    env.update(QUIRE_DATABASE_URL=dsn, QUIRE_DATA_DIR=str(work / "data"), QUIRE_CONFIG=str(work / "quire.toml"),
+               QUIRE_PORT=str(port), QUIRE_OPERATOR_TOKEN=TOKEN, QUIRE_WORKER="on",
+               QUIRE_WORKER_CONCURRENCY=str(args.concurrency), QUIRE_COMPUTE_RATE_USD_PER_HOUR="2.0",
+               QUIRE_LLM_BASE_URL=f"http://127.0.0.1:{model.server_port}/v1", QUIRE_LLM_MODEL="fake",
+               QUIRE_LLM_API_KEY="fake", QUIRE_LLM_PRICE_INPUT_PER_MTOK=str(PRICE_IN),
+               QUIRE_LLM_PRICE_OUTPUT_PER_MTOK=str(PRICE_OUT), PYTHONPATH=str(ROOT))
+    log = open(work / "server.log", "wb")
+    app = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=work, env=env, stdout=log,
+                           stderr=subprocess.STDOUT)
+    try:
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}"},
+                            timeout=60)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if http.get("/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or app.poll() is not None:
+                raise SystemExit(f"the app did not start:\n{(work / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.2)
+        warm = submit(http, corpus(args.warmup, args.seed + 1), hold=False)
+        wait_done(http, warm["batch_id"], timeout=600)
+        docs = corpus(args.documents, args.seed)
+        held = submit(http, docs, hold=True)
+        plan = held["forecast"]
+        started = time.monotonic()
+        http.post(f"/api/batches/{held['batch_id']}/release").raise_for_status()
+        batch = wait_done(http, held["batch_id"], timeout=1800)
+        wall = time.monotonic() - started
+        cost_f = plan["llm_cost_usd"] + plan["compute_cost_usd"]
+        cost_a = batch["actual_llm_cost_usd"] + batch["actual_compute_cost_usd"]
+        print(f"batch: {plan['documents']} documents, {plan['pages']} pages, concurrency {plan['concurrency']}, "
+              f"{plan['basis']}")
+        rows = [("tokens", plan["tokens"], batch["actual_tokens"]),
+                ("LLM cost (USD)", plan["llm_cost_usd"], batch["actual_llm_cost_usd"]),
+                ("compute cost (USD)", plan["compute_cost_usd"], batch["actual_compute_cost_usd"]),
+                ("total cost (USD)", cost_f, cost_a),
+                ("duration (s)", plan["eta_seconds"], batch["actual_seconds"] or wall)]
+        print(f"{'':<20}{'forecast':>14}{'actual':>14}{'actual/forecast':>18}")
+        for label, f, a in rows:
+            print(f"{label:<20}{f:>14,.4f}{a:>14,.4f}{(a / f if f else float('nan')):>18.3f}")
+        return 0
+    finally:
+        app.terminate()
+        try:
+            app.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            app.kill()
+        model.shutdown()
+        with db.connect(server_dsn) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not args.dsn:
+            db.stop_embedded(work / "pg")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

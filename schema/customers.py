@@ -1,0 +1,93 @@
+"""Customers' monthly LLM budgets: set by quire.toml or an operator, read against this month's spend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
+
+import psycopg
+
+from schema.errors import InvalidArgument, TransactionInProgress
+from schema.sql import fetch_all, fetch_one
+
+MAX_BUDGET_USD = Decimal("1000000000")
+
+
+@dataclass(frozen=True)
+class CustomerBudget:
+    """A customer's spend this month against its budget (None: no budget)."""
+
+    customer: str
+    monthly_llm_budget_usd: Decimal | None
+    month_llm_cost_usd: Decimal
+    month: date
+    updated_by: str | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def over_budget(self) -> bool:
+        return self.monthly_llm_budget_usd is not None and self.month_llm_cost_usd >= self.monthly_llm_budget_usd
+
+    @property
+    def used_fraction(self) -> float | None:
+        if not self.monthly_llm_budget_usd:
+            return None if self.monthly_llm_budget_usd is None else 1.0
+        return float(self.month_llm_cost_usd / self.monthly_llm_budget_usd)
+
+
+def _budget(value: object) -> Decimal | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgument("monthly_llm_budget_usd must be a number of dollars or null")
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation as exc:
+        raise InvalidArgument(f"monthly_llm_budget_usd must be a number, not {value!r}") from exc
+    if not amount.is_finite() or amount < 0 or amount > MAX_BUDGET_USD:
+        raise InvalidArgument(f"monthly_llm_budget_usd must be from 0 to {MAX_BUDGET_USD}, not {value!r}")
+    return amount.quantize(Decimal("0.01"))
+
+
+def _customer(name: object) -> str:
+    if not isinstance(name, str) or not name.strip() or "\x00" in name or len(name) > 200:
+        raise InvalidArgument("customer must be a non-empty name of at most 200 characters")
+    return name.strip()
+
+
+def customer_budget_set(conn: psycopg.Connection, customer: str, budget_usd: object, *, actor: str,
+                        now: datetime | None = None) -> CustomerBudget:
+    """Sets or clears (None) a customer's monthly LLM budget; its waiting tasks move once under it."""
+    name, amount = _customer(customer), _budget(budget_usd)
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    with conn.transaction():
+        fetch_one(conn, "customer_budget_set", {"customer": name, "budget": amount, "actor": actor, "now": now})
+    listed = {b.customer: b for b in customer_budget_list(conn, now=now)}
+    if name in listed:
+        return listed[name]
+    # Cleared and nothing spent this month: not listed, and nothing to wait for.
+    month = conn.execute("SELECT date_trunc('month', coalesce(%s, now()) AT TIME ZONE 'UTC')::date AS m",
+                         [now]).fetchone()["m"]
+    return CustomerBudget(name, None, Decimal(0), month, actor)
+
+
+def customer_budget_apply_config(conn: psycopg.Connection, budgets: dict[str, object]) -> int:
+    """Applies quire.toml's budgets that changed since last applied; returns how many."""
+    changed = 0
+    with conn.transaction():
+        for customer, value in budgets.items():
+            changed += fetch_one(conn, "customer_budget_apply_config",
+                                 {"customer": _customer(customer), "budget": _budget(value)}) is not None
+    return changed
+
+
+def customer_budget_list(conn: psycopg.Connection, *, now: datetime | None = None) -> list[CustomerBudget]:
+    """Budgeted customers and customers with spend this month, by name."""
+    return [CustomerBudget(**r) for r in fetch_all(conn, "customer_budget_list", {"now": now})]
+
+
+def customer_over_budget_list(conn: psycopg.Connection, *, now: datetime | None = None) -> set[str]:
+    """Customers whose tasks wait for budget now."""
+    return {r["customer"] for r in fetch_all(conn, "customer_over_budget_list", {"now": now})}

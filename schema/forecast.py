@@ -1,0 +1,232 @@
+"""A batch's forecast before it runs (tokens, LLM and compute cost, ETA), and batches held or released."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from schema import queue
+from schema.errors import InvalidArgument, NotFound, TransactionInProgress
+from schema.sql import fetch_all, fetch_one
+
+# Completed attempts an agent's rates are learned from, newest first.
+LEARN_WINDOW = 500
+# Fewer completed attempts than this and the static rates stand.
+LEARN_MIN = 3
+# Until an agent has run anything: seconds per document and per page, and the output token share.
+STATIC_SECONDS_BASE = 6.0
+STATIC_SECONDS_PER_PAGE = 1.5
+STATIC_OUTPUT_SHARE = 0.15
+# quire_learned_tokens reserves 10% over the learned line; a forecast wants the line itself.
+LEARNED_MARGIN = 1.1
+# Work ahead is read up to this many queued tasks; past it, the count is the planner's estimate.
+AHEAD_BOUND = 20_000
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the forecast knows of one file before it runs."""
+
+    pages: int | None = None
+    document_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Rates:
+    """An agent's rates: learned from its completed attempts where there are enough, else static."""
+
+    token_scale: float          # actual tokens per statically estimated token
+    output_share: float
+    seconds_base: float         # wall seconds of one attempt = base + per_page * pages
+    seconds_per_page: float
+    compute_share: float        # compute seconds billed per wall second
+    learned_from: int           # completed attempts behind the figures (0: static)
+    parallelism: float | None = None  # work that ran at once while any ran, observed (None: unknown)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The figures shown before a batch runs, and kept with it to compare with what it took."""
+
+    agent: str
+    priority: int
+    documents: int
+    pages: int
+    tokens: int
+    llm_cost_usd: float
+    compute_cost_usd: float
+    work_seconds: float         # the batch's own run time, summed over its documents
+    eta_seconds: float          # from now until its last document should be done
+    ahead_tasks: int            # queued at its priority or above, and in flight
+    ahead_exact: bool
+    concurrency: float
+    max_tpm: int | None
+    basis: str                  # where the rates came from, in words
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
+    """The one place forecasts read an agent's rates from (switch here to a learned-rates table)."""
+    r = fetch_one(conn, "agent_learned_rates_one", {"agent": agent, "window": LEARN_WINDOW})
+    n = r["n"]
+    scale, share = 1.0, STATIC_OUTPUT_SHARE
+    if r["n_usage"] >= LEARN_MIN and r["estimated_tokens"] > 0:
+        scale = r["tokens"] / r["estimated_tokens"]
+        share = r["output_tokens"] / r["tokens"] if r["tokens"] else STATIC_OUTPUT_SHARE
+    base, per_page = STATIC_SECONDS_BASE, STATIC_SECONDS_PER_PAGE
+    if n >= LEARN_MIN:
+        # Least squares of wall seconds on pages; with one page count only, the mean per document.
+        denominator = n * r["sum_pp"] - r["sum_p"] ** 2
+        slope = (n * r["sum_ps"] - r["sum_p"] * r["sum_s"]) / denominator if denominator > 1e-9 else 0.0
+        slope = max(slope, 0.0)
+        base = max((r["sum_s"] - slope * r["sum_p"]) / n, 0.0)
+        per_page = slope
+    compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
+    # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
+    parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
+    return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism)
+
+
+def file_tokens(conn: psycopg.Connection, agent: str, files: list[FileFacts], rates: Rates) -> list[float]:
+    """Each file's expected tokens: the agent's learned line (quire_learned_tokens, without its 10%
+    reservation margin) once it has one, else the static estimate scaled by what attempts used."""
+    learned = fetch_all(conn, "agent_learned_tokens_list", {
+        "agent": agent, "pages": [f.pages for f in files], "bytes": [f.document_bytes for f in files]})
+    return [r["tokens"] / LEARNED_MARGIN if r["tokens"] is not None
+            else queue.estimate_tokens(pages=f.pages, document_bytes=f.document_bytes) * rates.token_scale
+            for f, r in zip(files, learned)]
+
+
+def effective_concurrency(agent_cap: int | None, workers: int, observed: float | None = None) -> float:
+    """Tasks of the agent that run at once: its limit, no more than the workers' slots, and no more
+    than the overlap its recent attempts achieved (when that is known)."""
+    limit = max(1, min(agent_cap or workers, workers))
+    return max(1.0, min(limit, observed)) if observed else float(limit)
+
+
+def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files: list[FileFacts],
+                   workers: int, compute_rate_usd_per_hour: float, batch_id: int | None = None) -> Forecast:
+    """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue
+    (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
+    if not files:
+        raise InvalidArgument("a forecast needs at least one file")
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+        raise InvalidArgument(f"priority must be from 0 to 9, not {priority!r}")
+    spec = queue.get_agent(conn, agent)
+    rates = learned_rates(conn, agent)
+
+    def pages_of(f: FileFacts) -> int:
+        if f.pages is not None:
+            return max(f.pages, 1)
+        if f.document_bytes is not None:
+            return max(1, math.ceil(f.document_bytes / queue.BYTES_PER_PAGE))
+        return queue.DEFAULT_ESTIMATE_PAGES
+
+    def seconds(pages: float, documents: float = 1) -> float:
+        return rates.seconds_base * documents + rates.seconds_per_page * pages
+
+    pages = [pages_of(f) for f in files]
+    tokens = round(sum(file_tokens(conn, agent, files, rates)))
+    price_in, price_out = float(spec.price_input_per_mtok), float(spec.price_output_per_mtok)
+    llm_cost = tokens * ((1 - rates.output_share) * price_in + rates.output_share * price_out) / 1e6
+    work = sum(seconds(p) for p in pages)
+    compute_cost = work * rates.compute_share * compute_rate_usd_per_hour / 3600
+
+    ahead = fetch_one(conn, "task_work_ahead_bounded", {"agent": agent, "priority": priority, "bound": AHEAD_BOUND,
+                                                       "batch_id": batch_id})
+    queued, exact = ahead["n"], ahead["n"] < AHEAD_BOUND
+    scale_ahead = 1.0
+    if not exact:
+        plan = fetch_one(conn, "task_work_ahead_estimate", {"agent": agent, "priority": priority})
+        queued_estimate = int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"])
+        scale_ahead = max(queued_estimate, queued) / max(queued, 1)
+        queued = max(queued_estimate, queued)
+    ahead_seconds = seconds(ahead["pages"] * scale_ahead, ahead["n"] * scale_ahead)
+    ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
+    in_flight = ahead["in_flight"]
+    concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
+    # Tasks in flight are on average half done; the last document starts once the others have.
+    in_flight_seconds = in_flight * seconds(queue.DEFAULT_ESTIMATE_PAGES) / 2
+    longest = max(seconds(p) for p in pages)
+    eta = (ahead_seconds + in_flight_seconds + work) / concurrency + longest * (1 - 1 / concurrency) / 2
+    if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
+        eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
+    basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
+             else "static estimates (no completed attempts yet)")
+    return Forecast(agent=agent, priority=priority, documents=len(files), pages=sum(pages), tokens=tokens,
+                    llm_cost_usd=round(llm_cost, 6), compute_cost_usd=round(compute_cost, 6),
+                    work_seconds=round(work, 3), eta_seconds=round(eta, 3), ahead_tasks=queued + in_flight,
+                    ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis)
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+def batch_create(conn: psycopg.Connection, forecast: Forecast, *, customer: str | None, held: bool,
+                 submitted_by: str | None, now: datetime | None = None) -> int:
+    """Records an upload with its forecast; its tasks name it when they are enqueued."""
+    row = fetch_one(conn, "batch_insert", {
+        "agent": forecast.agent, "customer": customer, "priority": forecast.priority,
+        "submitted_by": submitted_by, "forecast": Jsonb(forecast.as_json()), "held": held, "now": now})
+    return row["id"]
+
+
+def batch_get(conn: psycopg.Connection, batch_id: int) -> dict[str, Any]:
+    """An upload, its forecast, and what it actually took so far."""
+    row = fetch_one(conn, "batch_get", {"batch_id": batch_id})
+    if row is None:
+        raise NotFound(f"unknown batch {batch_id}")
+    return row
+
+
+def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: datetime | None = None) -> int:
+    """Makes a held upload's tasks claimable; returns how many were released (0: it was not held)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    batch_get(conn, batch_id)
+    with conn.transaction():
+        row = fetch_one(conn, "batch_release", {"batch_id": batch_id, "actor": actor, "now": now})
+        if row["event_ids"]:
+            fetch_all(conn, "task_events_notify", {"event_ids": row["event_ids"]})
+    return len(row["event_ids"])
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast an agent's queue moves: seconds a task takes on average, and how many run at once."""
+
+    mean_task_seconds: float
+    concurrency: float
+    max_tpm: int | None
+    mean_task_tokens: float
+    rates: Rates
+
+    def eta_seconds(self, ahead: int, pages: int | None) -> float:
+        """Seconds until a task with `ahead` tasks before it is done."""
+        own = self.rates.seconds_base + self.rates.seconds_per_page * max(pages or queue.DEFAULT_ESTIMATE_PAGES, 1)
+        eta = ahead * self.mean_task_seconds / self.concurrency + own
+        if self.max_tpm:
+            eta = max(eta, (ahead + 1) * self.mean_task_tokens / self.max_tpm * 60)
+        return eta
+
+
+def agent_pace(conn: psycopg.Connection, agent: str, *, workers: int) -> Pace:
+    """The pace queue positions turn into ETAs with."""
+    spec = queue.get_agent(conn, agent)
+    rates = learned_rates(conn, agent)
+    pages = queue.DEFAULT_ESTIMATE_PAGES
+    mean_seconds = rates.seconds_base + rates.seconds_per_page * pages
+    tokens = queue.estimate_tokens(pages=pages) * rates.token_scale
+    concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
+    return Pace(mean_seconds, concurrency, spec.tpm_limit, tokens, rates)
+
+
+def batch_set_forecast(conn: psycopg.Connection, batch_id: int, forecast: Forecast) -> None:
+    """Replaces an upload's forecast once all its files are known (uploads arrive a slice at a time)."""
+    fetch_all(conn, "batch_set_forecast", {"batch_id": batch_id, "forecast": Jsonb(forecast.as_json())})
