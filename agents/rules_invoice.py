@@ -179,9 +179,18 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
     return fields
 
 
+def _number_near(text: str) -> str | None:
+    # The number follows its label closely ("Invoice No: 12", "Fattura n. 12 del"); a digit
+    # further on belongs to a sentence that merely mentions the invoice ("... period July 1").
+    found = parse_identifier(text)
+    if found is None or text.find(found) > 14:
+        return None
+    return found
+
+
 def _invoice_number(index: LabelIndex):
     """The best labelled identifier that is not a VAT, GST or company ID."""
-    for cand in index.candidates("invoice_number", parse_identifier):
+    for cand in index.candidates("invoice_number", _number_near):
         if not is_tax_id(cand.value):
             return cand
     return None

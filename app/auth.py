@@ -11,8 +11,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.responses import RedirectResponse
 
 from schema.settings import Settings
 
@@ -70,6 +72,11 @@ class Authenticator:
         self.token = load_operator_token(settings)
         # Sessions are signed with a key derived from the token: a new token ends every session.
         self._session_key = hashlib.sha256(b"quire-session:" + self.token.encode()).digest()
+
+    @property
+    def storage_secret(self) -> str:
+        """Signs the UI's per-browser storage cookie (remembered preferences such as dark mode)."""
+        return hashlib.sha256(b"quire-ui-storage:" + self._session_key).hexdigest()
 
     def check_token(self, candidate: str | None) -> bool:
         return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
@@ -132,17 +139,22 @@ def identity_of(request: Request) -> Identity:
     return current().identify(request.headers, request.cookies)
 
 
-def sign_in_hint() -> str:
-    """What an anonymous caller is told to do."""
-    return ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
-            else "sign in first: send the operator token as a bearer header")
+def sign_in_hint(headers: Mapping[str, str] | None = None) -> str:
+    """What an anonymous caller is told to do; a bearer token that is not the operator's is named as such."""
+    if current().databricks:
+        return "no identity: reach Quire through its Databricks Apps URL"
+    scheme, _, credential = ((headers or {}).get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and credential.strip():
+        return "wrong token: the bearer token is not the operator token"
+    return "sign in first: send the operator token as a bearer header"
 
 
 def require_user(request: Request) -> Identity:
     """FastAPI dependency: any signed-in caller."""
     who = identity_of(request)
     if not who.authenticated:
-        raise HTTPException(status_code=401, detail=sign_in_hint(), headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(status_code=401, detail=sign_in_hint(request.headers),
+                            headers={"WWW-Authenticate": "Bearer"})
     return who
 
 
@@ -151,3 +163,44 @@ def require_operator(who: Identity = Depends(require_user)) -> Identity:
     if not who.operator:
         raise HTTPException(status_code=403, detail=f"{who.name} does not have the operator role")
     return who
+
+
+class PageGuard:
+    """ASGI middleware: an anonymous request for any page goes to the sign-in page; the API's
+    routes answer 401 themselves. A page reads its viewer with `viewer(request)`."""
+
+    OPEN_PAGES = frozenset({"/login"})
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self._patterns: list | None = None
+
+    def _is_page(self, path: str) -> bool:
+        if self._patterns is None:
+            from nicegui import Client
+            from starlette.routing import compile_path
+
+            # Pages are registered at import, before the first request arrives.
+            self._patterns = [compile_path(p)[0] for p in set(Client.page_routes.values())]
+        return path not in self.OPEN_PAGES and any(p.match(path) for p in self._patterns)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and self._is_page(scope["path"]):
+            request = Request(scope)
+            who = identity_of(request)
+            if not who.authenticated:
+                if current().databricks:
+                    # Behind Databricks Apps the proxy always sends an identity; none means a bypassed proxy.
+                    target = "/login?reason=proxy"
+                else:
+                    wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                    target = f"/login?next={quote(wanted, safe='/')}"
+                await RedirectResponse(target, status_code=303)(scope, receive, send)
+                return
+            scope.setdefault("state", {})["identity"] = who
+        await self.app(scope, receive, send)
+
+
+def viewer(request: Request) -> Identity:
+    """The signed-in viewer of a page, as PageGuard found it."""
+    return request.state.identity

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from schema.errors import QuireError, UnknownAgent
+from schema.models import DEFAULT_PRIORITY
 
 
 def _settings():
@@ -177,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit = sub.add_parser("submit", help="store PDF files and enqueue a task for each")
     submit.add_argument("files", nargs="+")
     submit.add_argument("--agent")
-    submit.add_argument("--priority", type=_priority, default=0, help="0..9, 9 the most urgent")
+    submit.add_argument("--priority", type=_priority, default=DEFAULT_PRIORITY,
+                        help=f"0..9, 9 the most urgent (default {DEFAULT_PRIORITY})")
     submit.add_argument("--customer")
     submit.add_argument("--submitted-by", default="cli")
     submit.add_argument("--duplicates", choices=["offer", "rerun"], default="offer",

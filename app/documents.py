@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 PDF_MAGIC = b"%PDF-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# PDFium refuses a document whose page tree is empty; these say the file is a valid PDF without pages.
+_EMPTY_PAGE_TREE = re.compile(rb"/Count\s+0(?![0-9])")
+_PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+MAX_STORED_NAME = 120
 
 
 class DocumentRejected(ValueError):
@@ -29,12 +34,26 @@ class CheckedDocument:
         return len(self.data)
 
 
-def check_document(name: str, data: bytes, *, max_bytes: int) -> CheckedDocument:
-    """Type by magic bytes, size, emptiness, encryption and readability, in that order."""
-    if not data:
+def megabytes(num_bytes: int, *, up: bool = False) -> str:
+    """A size in MB with one decimal at most ("50", "52.4"); `up` rounds up instead of to the nearest."""
+    tenths = num_bytes / 100_000
+    tenths = math.ceil(tenths) if up else round(tenths)
+    return f"{tenths / 10:g}"
+
+
+def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None = None) -> CheckedDocument:
+    """Type by magic bytes, size, emptiness, encryption and readability, in that order.
+
+    `size` is the file's full size when only its first bytes were read (past the limit).
+    """
+    size = max(size or 0, len(data))
+    if not size:
         raise DocumentRejected(f"{name}: the file is empty")
-    if len(data) > max_bytes:
-        raise DocumentRejected(f"{name}: {len(data) / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit")
+    if size > max_bytes:
+        shown = megabytes(size)
+        if float(shown) <= max_bytes / 1e6:
+            shown = megabytes(size, up=True)  # 50.04 MB reads "50.1", never "50 MB is over the 50 MB limit"
+        raise DocumentRejected(f"{name}: {shown} MB is over the {megabytes(max_bytes)} MB limit")
     if not data[:1024].lstrip().startswith(PDF_MAGIC):
         raise DocumentRejected(f"{name}: not a PDF (its bytes do not start with %PDF-)")
     import pypdfium2 as pdfium
@@ -45,6 +64,8 @@ def check_document(name: str, data: bytes, *, max_bytes: int) -> CheckedDocument
         text = str(exc).lower()
         if "password" in text:
             raise DocumentRejected(f"{name}: the PDF is encrypted with a password") from exc
+        if _EMPTY_PAGE_TREE.search(data) and not _PAGE_OBJECT.search(data):
+            raise DocumentRejected(f"{name}: the PDF has no pages") from exc
         raise DocumentRejected(f"{name}: the PDF is damaged and cannot be read ({exc})") from exc
     try:
         pages = len(pdf)
@@ -78,8 +99,15 @@ def _has_text(pdf) -> bool:
 
 
 def safe_name(name: str) -> str:
-    stem = _UNSAFE.sub("_", Path(name).name).strip("._") or "document"
-    return stem[:120]
+    """The file name as stored: safe characters only, at most MAX_STORED_NAME, its extension kept."""
+    cleaned = _UNSAFE.sub("_", Path(name).name).strip("._") or "document"
+    suffix = Path(cleaned).suffix.lower()
+    if suffix != ".pdf":
+        suffix = ".pdf"
+        stem = cleaned
+    else:
+        stem = cleaned[:-len(suffix)]
+    return stem[:MAX_STORED_NAME - len(suffix)].rstrip("._") + suffix
 
 
 def store_document(files_root: Path, doc: CheckedDocument) -> str:

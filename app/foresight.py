@@ -81,7 +81,7 @@ class BatchOutcome:
         def diff(actual: float, planned: float) -> str:
             return f" ({(actual - planned) / planned:+.0%})" if planned else ""
         f = self.forecast
-        cost_f = f["llm_cost_usd"] + f["compute_cost_usd"]
+        cost_f = (f["llm_cost_usd"] or 0.0) + f["compute_cost_usd"]
         cost_a = self.actual_llm_cost_usd + self.actual_compute_cost_usd
         parts = [f"cost ${cost_a:,.4f} against ${cost_f:,.4f} forecast{diff(cost_a, cost_f)}",
                  f"tokens {self.actual_tokens:,} against {f['tokens']:,}{diff(self.actual_tokens, f['tokens'])}"]

@@ -19,7 +19,7 @@ CALLBACK_MAX_BYTES = 1_000_000      # a signed report or heartbeat
 SOCKET_MAX_BYTES = 1_000_000        # the pages' Socket.IO long-polling (python-socketio's own default)
 SMALL_MAX_BYTES = 64_000            # every other route: sign-in, retry, cancel, queries
 MULTIPART_OVERHEAD = 1_000_000      # form fields and part headers around the files of one upload
-DOCS_PAGES = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
+DOCS_PAGES = frozenset({"/docs", "/docs/oauth2-redirect"})
 OPENAPI = "/openapi.json"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SIGNED = re.compile(r"^/api/(?:callbacks/[^/]+|attempts/[^/]+/heartbeat)/?$")
@@ -117,7 +117,7 @@ class RequestGuard:
                 return
         if rule.needs_identity and authenticator is not None \
                 and not authenticator.identify(request.headers, request.cookies).authenticated:
-            await self._anonymous(path, authenticator)(scope, receive, send)
+            await self._anonymous(path, authenticator, request.headers)(scope, receive, send)
             return
         declared = request.headers.get("content-length")
         if declared is not None:
@@ -130,10 +130,11 @@ class RequestGuard:
         await self._capped(rule, scope, receive, send)
 
     @staticmethod
-    def _anonymous(path: str, authenticator: auth.Authenticator):
+    def _anonymous(path: str, authenticator: auth.Authenticator, headers):
         if path in DOCS_PAGES and not authenticator.databricks:
             return RedirectResponse(f"/login?next={quote(path)}", status_code=303)
-        return JSONResponse({"detail": auth.sign_in_hint()}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return JSONResponse({"detail": auth.sign_in_hint(headers)}, status_code=401,
+                            headers={"WWW-Authenticate": "Bearer"})
 
     async def _capped(self, rule: Rule, scope: Scope, receive: Receive, send: Send) -> None:
         """Runs the app, counting the bytes of a body sent without a length (chunked)."""

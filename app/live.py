@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from schema.stats import StreamEvent
 from worker.listener import Listener, ListenerConfig
-
-log = logging.getLogger("quire.live")
 
 # The app's reconnect pacing: a restarting database refuses connections for a while, and the
 # header's indicator (redrawn every 0.5 s) shows `polling` meanwhile.
@@ -67,12 +64,6 @@ class Subscription:
 
     def close(self) -> None:
         self._owner._subscribers.discard(self)
-
-
-def stream_event(item: dict[str, Any]) -> StreamEvent:
-    """One event of the trigger's payload ({"e", "id", "a", "s", "p"}) as a StreamEvent."""
-    return StreamEvent(id=int(item["e"]), task_id=int(item["id"]), agent=item["a"], status=item["s"],
-                       prev_status=item.get("p"))
 
 
 class Broadcaster:
@@ -138,13 +129,7 @@ class Broadcaster:
         for sub in list(self._subscribers):
             sub.mark_lagged()
 
-    def _receive(self, items: list[dict[str, Any]]) -> None:
-        try:
-            events = [stream_event(item) for item in items]
-        except (ValueError, KeyError, TypeError) as exc:
-            log.error("unreadable task events %r: %s", items[:5], exc)
-            self._mark_all_lagged()
-            return
+    def _receive(self, events: list[StreamEvent]) -> None:
         self._buffer.extend(events)
         if not self._flush_scheduled:
             # Every notification of one network read arrives before this runs: one wake-up per burst.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,29 +26,16 @@ def public_url(settings: Settings) -> str:
     return urls.public_url(settings) or urls.local_url(settings)
 
 
-def _optional_module(name: str):
-    """The module if it exists; a failing import inside it is still an error."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name in (name, name.rsplit(".", 1)[0]):
-            return None
-        raise
-
-
 def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Listener) -> None:
     """Runs worker.daemon.WorkerDaemon in this process's event loop on the process's one Listener,
     stopping it on shutdown."""
-    daemon_module = _optional_module("worker.daemon")
-    if daemon_module is None:
-        log.warning("worker.daemon is not available: tasks wait until a worker runs")
-        return
     from app import stopping
+    from worker.daemon import WorkerDaemon
 
     stop, hurried = asyncio.Event(), asyncio.Event()
 
     async def start() -> None:
-        daemon = daemon_module.WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
+        daemon = WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
         app.state.worker = daemon
         task = asyncio.create_task(daemon.run(stop), name="quire-worker")
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
@@ -85,9 +71,10 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
 def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
     """Serves the pages and the API until interrupted; returns the exit code."""
     from nicegui import app, ui
+    from nicegui.storage import Storage
 
     from app import auth, guard, live, services
-    from app.api import events, export, foresight, health, session, summary, tasks
+    from app.api import callbacks, docs, events, export, foresight, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
@@ -95,19 +82,20 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     authenticator = auth.Authenticator(settings)
     auth.install(authenticator)
+    app.add_middleware(auth.PageGuard)
+    # Per-browser UI preferences (app.storage.user) live under the data dir, not the working directory.
+    Storage.path = (Path(settings.data_dir) / "ui-storage").resolve()
     broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
     live.install(broadcaster)
     app.state.settings = settings
     # A request waits at most a few seconds for a connection: during an outage the API answers 503.
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
     guard.install(app, settings)
-    for module in (tasks, summary, events, health, session, export, foresight):
+    for module in (tasks, summary, events, health, session, callbacks, export, foresight):
         app.include_router(module.router)
-    callbacks = _optional_module("app.api.callbacks")
-    if callbacks is not None:
-        app.include_router(callbacks.router)
-    else:
-        log.warning("app.api.callbacks is not available: agents cannot report back to this process")
+    docs.install(app, title="Quire API", version="0.1.0",
+                 description="Submit documents, follow tasks live, retry and cancel. "
+                             "Send the operator token as `Authorization: Bearer <token>`.")
     base_url = public_url(settings)
     app.on_startup(broadcaster.start)
     app.on_shutdown(broadcaster.stop)
@@ -137,8 +125,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     ui.run(host=settings.host, port=settings.port, reload=False, show=False, title="Quire",
            favicon=STATIC / "favicon.svg", show_welcome_message=False, uvicorn_logging_level="warning",
            # Event streams never end by themselves: on shutdown they get this long, then are cut.
-           timeout_graceful_shutdown=3,
-           fastapi_docs={"title": "Quire API", "version": "0.1.0",
-                         "description": "Submit documents, follow tasks live, retry and cancel. "
-                                        "Send the operator token as `Authorization: Bearer <token>`."})
+           timeout_graceful_shutdown=3, storage_secret=authenticator.storage_secret,
+           # A page waits this long for its browser to reconnect before it is rebuilt.
+           reconnect_timeout=10.0)
     return 0

@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
 from schema import queue, stats
 from schema.errors import InvalidTransition, NotFound, QuireError
-from schema.models import Task, TaskStatus
+from schema.models import DEFAULT_PRIORITY, Task, TaskStatus
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskFilter, TaskRow
 
@@ -78,7 +78,10 @@ def make_filter(date_from: str | None = None, date_to: str | None = None, status
     unknown = set(statuses or ()) - set(STATUSES)
     if unknown:
         raise ValueError(f"unknown status {', '.join(sorted(unknown))}: use {', '.join(STATUSES)}")
-    return TaskFilter(date_from=_moment(date_from, end=False), date_to=_moment(date_to, end=True),
+    start, end = _moment(date_from, end=False), _moment(date_to, end=True)
+    if start is not None and end is not None and start >= end:
+        raise ValueError(f"“from” ({date_from}) is after “to” ({date_to}): no task can match")
+    return TaskFilter(date_from=start, date_to=end,
                       statuses=tuple(statuses or ()), agents=tuple(a for a in agents or () if a),
                       customers=tuple(c for c in customers or () if c), needs_review=bool(needs_review))
 
@@ -238,12 +241,13 @@ class Upload:
 
     name: str
     data: bytes
+    size: int | None = None  # the full size, when only the first bytes past the limit were read
 
 
 @dataclass(frozen=True)
 class SubmitOptions:
     agent: str
-    priority: int = 0
+    priority: int = DEFAULT_PRIORITY
     customer: str | None = None
     rerun_duplicates: bool = False
     parent_id: int | None = None
@@ -289,17 +293,18 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
     # Every file is checked before anything is written, so a bad file leaves no trace.
     for upload in uploads:
         try:
-            doc = check_document(upload.name, upload.data, max_bytes=max_bytes)
+            doc = check_document(upload.name, upload.data, max_bytes=max_bytes, size=upload.size)
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages))
             accepted.append((results[-1], doc))
         except DocumentRejected as exc:
             results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
-    earlier = {} if options.rerun_duplicates else stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted])
+    # Looked up on a re-run too: the new task is linked to the one it repeats.
+    earlier = stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted])
     fresh: dict[str, tuple[SubmitResult, CheckedDocument]] = {}
     copies: list[tuple[SubmitResult, str]] = []
     for result, doc in accepted:
         match = earlier.get(doc.sha256)
-        if match is not None:
+        if match is not None and not options.rerun_duplicates:
             result.outcome, result.duplicate_of = "duplicate", _jsonable(match)
         elif doc.sha256 in fresh and not options.rerun_duplicates:
             copies.append((result, doc.sha256))  # a second copy in this batch: a duplicate of the first
@@ -310,7 +315,8 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
     entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
                     priority=options.priority, customer=options.customer or None, document_name=doc.name,
                     document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
-                    parent_id=options.parent_id, batch_id=options.batch_id, held=options.held)
+                    parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
+                    batch_id=options.batch_id, held=options.held)
                for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)

@@ -5,7 +5,8 @@
 Starts the app (`quire serve`, worker off) on QUIRE_DATABASE_URL or an embedded Postgres, makes
 state changes through schema.queue and times their arrival (p50, p95). Commit times are taken
 when the engine call returns, arrival times on receipt; both read the same machine clock.
-With --screenshots, runs a simulated workload and saves the upload page and the dashboard.
+With --screenshots, runs a simulated workload and saves the upload page, the dashboard and a task's
+detail at 1440 and 390 px, light and dark.
 """
 
 from __future__ import annotations
@@ -222,36 +223,65 @@ DROP_FILES = """(files) => {
 }"""
 
 
+SHOT_VIEWPORTS = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height": 844}}
+
+
 def take_screenshots(url: str, dsn: str, target: Path, *, seconds: float) -> None:
-    """The upload page with a batch in progress and the dashboard, while the workload runs."""
+    """The upload page with a batch in progress, the dashboard and a task's detail, while the workload
+    runs: at 1440 and 390 px, light and dark (docs/img/<page>-<width>-<theme>.png)."""
     import base64
 
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     target.mkdir(parents=True, exist_ok=True)
     samples = sorted((ROOT / "app" / "samples").glob("*.pdf"))
+    files = [{"name": p.name, "b64": base64.b64encode(p.read_bytes()).decode()} for p in samples]
+    files.append({"name": "scan_receipt_0193.pdf", "b64": base64.b64encode(b"GIF89a not a pdf").decode()})
+    saved: list[Path] = []
     with Workload(dsn), sync_playwright() as playwright:
         time.sleep(max(seconds - 12, 0))
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900}, device_scale_factor=1)
-        page.goto(f"{url}/login?token={TOKEN}")
-        page.wait_for_function("() => window.did_handshake === true")
-        page.locator('[data-testid="upload-customer"]').fill("Northwind Audit")
-        files = [{"name": p.name, "b64": base64.b64encode(p.read_bytes()).decode()} for p in samples]
-        files.append({"name": "scan_receipt_0193.pdf", "b64": base64.b64encode(b"GIF89a not a pdf").decode()})
-        page.evaluate(DROP_FILES, files)
-        page.wait_for_function("(n) => document.querySelectorAll('[data-testid=batch-row]').length === n",
-                               arg=len(files))
-        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=file-status]')]"
-                               ".some(e => e.innerText === 'completed')", timeout=30_000)
-        page.screenshot(path=str(target / "upload.png"), full_page=True)
-        page.goto(f"{url}/dashboard")
-        page.wait_for_function("() => window.did_handshake === true")
-        page.locator('[data-testid="fetch-compute"]').click()
-        page.wait_for_timeout(2500)
-        page.screenshot(path=str(target / "dashboard.png"), full_page=True)
+        for width, viewport in SHOT_VIEWPORTS.items():
+            for theme in ("light", "dark"):
+                context = browser.new_context(viewport=viewport, device_scale_factor=1)
+                context.set_default_timeout(120_000)  # a busy machine under the workload is slow to answer
+                page = context.new_page()
+                page.goto(f"{url}/login?token={TOKEN}")
+                page.wait_for_function("() => window.did_handshake === true")
+                if theme == "dark":
+                    page.locator('[data-testid="dark-toggle"]').click()
+                    page.wait_for_function("() => document.body.classList.contains('body--dark')")
+                page.locator('[data-testid="upload-customer"]').fill("Northwind Audit")
+                page.evaluate(DROP_FILES, files)
+                page.wait_for_function("(n) => document.querySelectorAll('[data-testid=batch-row]').length === n",
+                                       arg=len(files))
+                page.wait_for_function("() => [...document.querySelectorAll('[data-testid=file-status]')]"
+                                       ".some(e => ['completed', 'processing', 'already submitted']"
+                                       ".includes(e.innerText))", timeout=30_000)
+                saved.append(target / f"upload-{width}-{theme}.png")
+                page.screenshot(path=str(saved[-1]), full_page=True)
+                page.goto(f"{url}/dashboard")
+                page.wait_for_function("() => window.did_handshake === true")
+                page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 5")
+                try:
+                    page.locator('[data-testid="fetch-compute"]').click(timeout=15_000)
+                    page.wait_for_function("() => document.querySelector('[data-testid=kpi-compute-cost]')"
+                                           ".innerText.includes('$')", timeout=30_000)
+                except PlaywrightError as exc:  # the picture is still worth taking without that figure
+                    print(f"compute cost not shown at {width} px, {theme}: {str(exc).splitlines()[0]}")
+                saved.append(target / f"dashboard-{width}-{theme}.png")
+                page.screenshot(path=str(saved[-1]), full_page=True)
+                with psycopg.connect(dsn) as conn:
+                    task_id = conn.execute("SELECT id FROM tasks WHERE status = 'completed' "
+                                           "ORDER BY finished_at DESC LIMIT 1").fetchone()[0]
+                page.goto(f"{url}/tasks/{task_id}")
+                page.wait_for_function("() => window.did_handshake === true")
+                saved.append(target / f"task-{width}-{theme}.png")
+                page.screenshot(path=str(saved[-1]), full_page=True)
+                context.close()
         browser.close()
-    print(f"screenshots: {target / 'upload.png'}, {target / 'dashboard.png'}")
+    print("screenshots: " + ", ".join(str(p) for p in saved))
 
 
 def main() -> int:

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         http.post(f"/api/batches/{held['batch_id']}/release").raise_for_status()
         batch = wait_done(http, held["batch_id"], timeout=1800)
         wall = time.monotonic() - started
-        cost_f = plan["llm_cost_usd"] + plan["compute_cost_usd"]
+        cost_f = (plan["llm_cost_usd"] or 0.0) + plan["compute_cost_usd"]
         cost_a = batch["actual_llm_cost_usd"] + batch["actual_compute_cost_usd"]
         print(f"batch: {plan['documents']} documents, {plan['pages']} pages, concurrency {plan['concurrency']}, "
               f"{plan['basis']}")

@@ -61,7 +61,7 @@ def main() -> int:
         dsn = fresh_database(server, "quire_ratelimit")
         with db.connect(dsn) as conn:
             migrate(conn)
-            queue.configure_agent(conn, "llm", max_tpm=args.tpm, executor="local",
+            queue.configure_agent(conn, "llm", max_tpm=args.tpm, executor="local", model="fake-quota",
                                   settings={"extractor": "llm"}, lease_seconds=300)
             settings = Settings(data_dir=data_dir)
             results = submit_documents(conn, settings, [Upload(p.name, p.read_bytes()) for p in pdfs],
@@ -71,7 +71,7 @@ def main() -> int:
               f"worker concurrency {args.concurrency}", flush=True)
         with RateLimitedChat(args.tpm) as endpoint:
             env = quire_env(dsn, data_dir)
-            env.update(QUIRE_LLM_BASE_URL=endpoint.url, QUIRE_LLM_MODEL="fake-quota", QUIRE_LLM_API_KEY="x")
+            env.update(QUIRE_LLM_BASE_URL=endpoint.url, QUIRE_LLM_API_KEY="x")  # the model is the agent's
             log = open(data_dir / "worker.log", "w")
             worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
                                        str(args.concurrency)], env=env, stdout=log, stderr=log)
@@ -95,6 +95,8 @@ def main() -> int:
                 worker.wait(timeout=60)
                 log.close()
             stats = endpoint.stats()
+        if not stats["tokens"]:
+            raise RuntimeError(f"the endpoint served nothing: tasks {statuses}")
         minimum = stats["tokens"] / args.tpm * 60
         print(f"tasks: {statuses}")
         print(f"429s: {stats['rate_limited']}   (the agent's adaptive limits: tpm {agent.effective_tpm}, "

@@ -120,17 +120,6 @@ def with_database(dsn: str, dbname: str) -> str:
     return make_conninfo(**params)
 
 
-def redacted(dsn: str) -> str:
-    """The DSN without its password, for messages and logs."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    params = conninfo_to_dict(dsn)
-    if params.get("password"):
-        params["password"] = "***"
-    return make_conninfo(**params)
-
-
-
 def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire",
               timeout: float = 30.0, reconnect_timeout: float = 300.0, connect_timeout: int = CONNECT_TIMEOUT):
     """A synchronous pool of autocommit dict-row connections; credentials minted per connection.

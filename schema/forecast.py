@@ -58,7 +58,7 @@ class Forecast:
     documents: int
     pages: int
     tokens: int
-    llm_cost_usd: float
+    llm_cost_usd: float | None  # None: the agent has no prices (unpriced)
     compute_cost_usd: float
     work_seconds: float         # the batch's own run time, summed over its documents
     eta_seconds: float          # from now until its last document should be done
@@ -134,8 +134,10 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
 
     pages = [pages_of(f) for f in files]
     tokens = round(sum(file_tokens(conn, agent, files, rates)))
-    price_in, price_out = float(spec.price_input_per_mtok), float(spec.price_output_per_mtok)
-    llm_cost = tokens * ((1 - rates.output_share) * price_in + rates.output_share * price_out) / 1e6
+    llm_cost = None  # an agent without prices: its tokens are unpriced, never $0
+    if spec.price_input_per_mtok is not None and spec.price_output_per_mtok is not None:
+        price_in, price_out = float(spec.price_input_per_mtok), float(spec.price_output_per_mtok)
+        llm_cost = tokens * ((1 - rates.output_share) * price_in + rates.output_share * price_out) / 1e6
     work = sum(seconds(p) for p in pages)
     compute_cost = work * rates.compute_share * compute_rate_usd_per_hour / 3600
 
@@ -161,7 +163,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
              else "static estimates (no completed attempts yet)")
     return Forecast(agent=agent, priority=priority, documents=len(files), pages=sum(pages), tokens=tokens,
-                    llm_cost_usd=round(llm_cost, 6), compute_cost_usd=round(compute_cost, 6),
+                    llm_cost_usd=None if llm_cost is None else round(llm_cost, 6), compute_cost_usd=round(compute_cost, 6),
                     work_seconds=round(work, 3), eta_seconds=round(eta, 3), ahead_tasks=queued + in_flight,
                     ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis)
 

@@ -23,6 +23,20 @@ class TaskStatus(str, Enum):
     def terminal(self) -> bool:
         return self in TERMINAL_STATUSES
 
+    @property
+    def cancellable(self) -> bool:
+        """An operator may cancel it: it has not ended yet."""
+        return not self.terminal
+
+    @property
+    def retryable(self) -> bool:
+        """An operator may retry it: it ended (a completed task is re-extracted as a child)."""
+        return self.terminal
+
+
+# The priority a submission gets unless it names one ("normal" on the 0..9 scale): the UI, the API
+# and `quire submit` all use it.
+DEFAULT_PRIORITY = 5
 
 TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 

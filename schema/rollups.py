@@ -103,7 +103,9 @@ def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tu
 
 def composed(name: str) -> sql.Composed:
     """The named query with the rollup fragments composed in."""
-    fragments = {key: sql.SQL(q(f"rollup_{key}")) for key in ("keys", "segments", "raw", "in_range")}
+    # Each fragment by its full name, so one grep finds a query's definition and its users.
+    fragments = {key: sql.SQL(q(name)) for key, name in (("keys", "rollup_keys"), ("segments", "rollup_segments"),
+                                                         ("raw", "rollup_raw"), ("in_range", "rollup_in_range"))}
     return sql.SQL(q(name)).format(**fragments)
 
 

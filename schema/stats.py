@@ -83,7 +83,7 @@ class TaskRow:
     agent: str
     customer: str | None
     priority: int
-    status: str
+    status: TaskStatus
     document_name: str | None
     document_sha256: str | None
     pages: int | None
@@ -108,10 +108,24 @@ class StreamEvent:
     id: int
     task_id: int
     agent: str
-    status: str
-    prev_status: str | None
+    status: TaskStatus
+    prev_status: TaskStatus | None
     actor: str | None = None
     at: datetime | None = None
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> "StreamEvent":
+        """From an event log row ({id, task_id, agent, status, prev_status, actor, at})."""
+        prev = row.get("prev_status")
+        return cls(id=int(row["id"]), task_id=int(row["task_id"]), agent=row["agent"],
+                   status=TaskStatus(row["status"]), prev_status=TaskStatus(prev) if prev else None,
+                   actor=row.get("actor"), at=row.get("at"))
+
+    @classmethod
+    def from_notify(cls, item: dict[str, Any]) -> "StreamEvent":
+        """From one event of the trigger's NOTIFY payload ({"e", "id", "a", "s", "p"})."""
+        return cls.of({"id": item["e"], "task_id": item["id"], "agent": item["a"], "status": item["s"],
+                       "prev_status": item.get("p")})
 
 
 @dataclass(frozen=True)
@@ -155,9 +169,8 @@ def status_counts(conn: psycopg.Connection) -> dict[str, Any]:
 def stats_summary_direct(conn: psycopg.Connection, flt: TaskFilter) -> Summary:
     """The summary aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     row = _run(conn, "stats_summary_filtered", flt.params())[0]
-    statuses = ("enqueued", "processing", "completed", "failed", "cancelled")
     return Summary(
-        counts={s: row[s] for s in statuses}, total=row["total"],
+        counts={s.value: row[s.value] for s in TaskStatus}, total=row["total"],
         input_tokens=int(row["input_tokens"] or 0), output_tokens=int(row["output_tokens"] or 0),
         llm_cost_usd=row["llm_cost_usd"] or Decimal(0), compute_cost_usd=row["compute_cost_usd"] or Decimal(0),
         tasks_with_usage=row["tasks_with_usage"] or 0, attempts=row["attempts"] or 0,
@@ -298,6 +311,7 @@ def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int
 def _task_row(row: dict[str, Any]) -> TaskRow:
     names = TaskRow.__dataclass_fields__
     values = {k: v for k, v in row.items() if k in names}
+    values["status"] = TaskStatus(values["status"])
     if values.get("latency_s") is not None:
         values["latency_s"] = float(values["latency_s"])
     return TaskRow(**values)
@@ -366,7 +380,7 @@ def stats_filter_options(conn: psycopg.Connection) -> dict[str, list[str]]:
 
 def task_events_after(conn: psycopg.Connection, after_id: int, *, limit: int = 1000) -> list[StreamEvent]:
     """Events with an id above `after_id`, in id order."""
-    return [StreamEvent(**r) for r in fetch_all(conn, "task_events_after", {"after_id": after_id, "limit": limit})]
+    return [StreamEvent.of(r) for r in fetch_all(conn, "task_events_after", {"after_id": after_id, "limit": limit})]
 
 
 def task_events_last_id(conn: psycopg.Connection) -> int:

@@ -10,27 +10,14 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from schema import db
+from tests.waiting import wait_until
 
 QUIRE_BIN = Path(sys.executable).with_name("quire")
 REPO = Path(__file__).resolve().parents[1]
-
-
-def wait_until(condition: Callable[[], Any], *, timeout: float, interval: float = 0.05,
-               message: str = "condition") -> Any:
-    """Polls `condition` until it returns something truthy; fails the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
 
 
 def make_invoice_pdf(path: Path, *, number: str = "INV-2024-0042", issuer: str = "Acme Supplies Ltd",

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 
 from schema import queue, worker_queries
 from schema.models import Agent, TaskStatus
+from schema.stats import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
 from worker.metrics import observe_claim_latency
@@ -36,12 +37,12 @@ class ClaimerConfig:
             raise ValueError("poll_seconds must be positive, gather_seconds not negative")
 
 
-def wants_claim(events: Iterable[dict[str, Any]]) -> bool:
+def wants_claim(events: Iterable[StreamEvent]) -> bool:
     """Whether task events may have made work claimable: new or re-enqueued tasks, freed capacity."""
     for event in events:
-        if event.get("s") == TaskStatus.ENQUEUED.value:
+        if event.status is TaskStatus.ENQUEUED:
             return True
-        if event.get("p") == TaskStatus.PROCESSING.value:  # a throttled agent has room again
+        if event.prev_status is TaskStatus.PROCESSING:  # a throttled agent has room again
             return True
     return False
 

@@ -13,9 +13,10 @@ import psycopg
 
 from schema import db
 from schema.sql import q
+from schema.stats import StreamEvent
 from worker import logs
 
-Events = list[dict[str, Any]]
+Events = list[StreamEvent]
 # Notified (with an empty payload) when the agents table changes.
 AGENTS_CHANNEL = "quire_agents"
 
@@ -41,14 +42,14 @@ class ListenerConfig:
 def parse_events(payload: str) -> Events | None:
     """The events of one notification (a JSON list of {"e","id","a","s","p"}); None if unreadable."""
     try:
-        events = json.loads(payload)
-    except ValueError:
+        items = json.loads(payload)
+        if isinstance(items, dict):
+            items = [items]
+        if not isinstance(items, list):
+            return None
+        return [StreamEvent.from_notify(item) for item in items]
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    if isinstance(events, dict):
-        events = [events]
-    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
-        return None
-    return events
 
 
 class _Handlers:

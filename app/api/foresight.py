@@ -37,7 +37,7 @@ class ForecastOut(BaseModel):
     documents: int
     pages: int
     tokens: int
-    llm_cost_usd: float
+    llm_cost_usd: float | None  # null: the agent has no prices, the tokens are unpriced
     compute_cost_usd: float
     work_seconds: float
     eta_seconds: float

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Literal
 
 from fastapi import HTTPException, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, computed_field, create_model
 
 from app.services import STATUSES, make_filter
-from schema.models import Task
+from schema.models import Attempt, Task, TaskEvent
 from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
 
 def filter_query(
@@ -27,110 +30,56 @@ def filter_query(
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 
 
-class TaskOut(BaseModel):
-    id: int
-    agent: str
-    customer: str | None
-    priority: int
-    status: str
-    document_name: str | None
-    document_sha256: str | None
-    pages: int | None
-    confidence: float | None
-    error: str | None
-    submitted_by: str | None
-    attempt_count: int
-    parent_id: int | None
-    created_at: datetime
-    finished_at: datetime | None
-    latency_s: float | None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    llm_cost_usd: float | None = None
-    compute_cost_usd: float | None = None
+def model_of(source: type, name: str, *, exclude: tuple[str, ...] = (), base: type[BaseModel] = BaseModel,
+             **overrides: Any) -> type[BaseModel]:
+    """A response model with the fields of an engine dataclass, read from its attributes.
 
-    @classmethod
-    def of(cls, row: TaskRow) -> "TaskOut":
-        values = dict(row.__dict__)
-        for key in ("llm_cost_usd", "compute_cost_usd"):
-            values[key] = float(values[key]) if values[key] is not None else None
-        return cls(**values)
+    The dataclass stays the one definition: money (Decimal) is sent as a JSON number, and
+    `overrides` (name=(type, default)) replaces or adds fields such as nested lists.
+    """
+    hints = typing.get_type_hints(source)
+    fields: dict[str, Any] = {}
+    for item in dataclasses.fields(source):
+        if item.name in exclude or item.name in overrides:
+            continue
+        kind = hints[item.name]
+        kind = {Decimal: float, Decimal | None: float | None}.get(kind, kind)
+        fields[item.name] = (kind, ...)
+    fields.update(overrides)
+    return create_model(name, __base__=base, __doc__=source.__doc__, **fields)
+
+
+class _FromAttributes(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+TaskOut = model_of(TaskRow, "TaskOut", base=_FromAttributes)
 
 
 class TaskPage(BaseModel):
-    tasks: list[TaskOut]
+    tasks: list[TaskOut]  # type: ignore[valid-type]
     next_cursor: str | None
     total: int | None = None  # tasks the filters select, exact (read from the rollups)
 
 
-class AttemptOut(BaseModel):
-    id: int
-    attempt_no: int
-    status: str
-    worker_id: str
-    executor: str | None
-    job_run_id: str | None
-    trace_id: str | None
-    estimated_tokens: int
-    input_tokens: int | None
-    output_tokens: int | None
-    llm_cost_usd: float | None
-    llm_unpriced: bool = False            # tokens spent without a configured price: cost unknown, not $0
-    compute_cost_usd: float | None
-    dbus: float | None = None
-    compute_state: str | None = None      # measured | pending (billing not in yet) | billed
-    compute_seconds: float | None
-    started_at: datetime
-    finished_at: datetime | None
-    error: str | None
+AttemptOut = model_of(Attempt, "AttemptOut", base=_FromAttributes, exclude=("task_id", "agent", "pid"))
+EventOut = model_of(TaskEvent, "EventOut", base=_FromAttributes)
 
 
-class EventOut(BaseModel):
-    id: int
-    status: str
-    prev_status: str | None
-    actor: str | None
-    at: datetime
+class _TaskDetailBase(_FromAttributes):
+    @computed_field
+    @property
+    def document_url(self) -> str:
+        """Where the submitted PDF is served."""
+        return f"/api/tasks/{self.id}/document"  # type: ignore[attr-defined]
 
 
-class TaskDetail(BaseModel):
-    id: int
-    agent: str
-    customer: str | None
-    priority: int
-    status: str
-    document_name: str | None
-    document_sha256: str | None
-    document_bytes: int | None
-    document_url: str
-    pages: int | None
-    estimated_tokens: int
-    attempt_count: int
-    attempts_left: int
-    parent_id: int | None
-    result: dict[str, Any] | None
-    confidence: float | None
-    error: str | None
-    submitted_by: str | None
-    cancelled_by: str | None
-    retried_by: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    attempts: list[AttemptOut]
-    events: list[EventOut]
-
-    @classmethod
-    def of(cls, task: Task) -> "TaskDetail":
-        def money(value):
-            return float(value) if value is not None else None
-        attempts = [AttemptOut(**{**a.__dict__, "status": a.status.value, "llm_cost_usd": money(a.llm_cost_usd),
-                                  "compute_cost_usd": money(a.compute_cost_usd), "dbus": money(a.dbus)}) for a in task.attempts]
-        events = [EventOut(id=e.id, status=e.status.value, prev_status=e.prev_status.value if e.prev_status else None,
-                           actor=e.actor, at=e.at) for e in task.events]
-        fields = {k: v for k, v in task.__dict__.items() if k in cls.model_fields}
-        return cls(**{**fields, "status": task.status.value, "attempts": attempts, "events": events,
-                      "attempts_left": task.attempts_left, "document_url": f"/api/tasks/{task.id}/document"})
+# The stored URI is a server path: the API offers `document_url` instead.
+TaskDetail = model_of(Task, "TaskDetail", base=_TaskDetailBase,
+                      exclude=("document_uri", "locked_by", "lease_expires_at", "current_attempt_id",
+                               "attempt_base", "waiting_since", "run_after", "updated_at"),
+                      attempts_left=(int, ...), attempts=(list[AttemptOut], []),  # type: ignore[valid-type]
+                      events=(list[EventOut], []))  # type: ignore[valid-type]
 
 
 class FileResult(BaseModel):
@@ -205,8 +154,8 @@ class ChartsOut(BaseModel):
 
 def event_data(event: StreamEvent) -> dict[str, Any]:
     """The JSON body of one SSE `task` event."""
-    return {"id": event.id, "task_id": event.task_id, "agent": event.agent, "status": event.status,
-            "prev_status": event.prev_status}
+    return {"id": event.id, "task_id": event.task_id, "agent": event.agent, "status": event.status.value,
+            "prev_status": event.prev_status.value if event.prev_status else None}
 
 
 def plain(value: Any) -> Any:

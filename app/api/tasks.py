@@ -16,6 +16,7 @@ from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, T
 from app.auth import Identity, require_operator, require_user
 from schema.errors import NotFound
 from schema.forecast import FileFacts
+from schema.models import DEFAULT_PRIORITY
 from schema.settings import Settings
 from schema.stats import TaskFilter
 
@@ -32,7 +33,8 @@ async def submit_tasks(
     response: Response,
     files: list[UploadFile] = File(..., description="one or many PDF files"),
     agent: str | None = Form(None, description="the agent to run (default: QUIRE_DEFAULT_AGENT)"),
-    priority: int = Form(0, ge=0, le=9, description="0..9, 9 the most urgent"),
+    priority: int = Form(DEFAULT_PRIORITY, ge=0, le=9,
+                         description=f"0..9, 9 the most urgent (default {DEFAULT_PRIORITY})"),
     customer: str | None = Form(None),
     duplicates: Literal["offer", "rerun"] = Form(
         "offer", description="offer: an already-submitted document is not run again; rerun: run it anyway"),
@@ -66,7 +68,7 @@ async def submit_tasks(
     # A slice at a time keeps memory to one slice of documents however many are sent; reading one
     # byte past the limit is enough to reject an oversized file without holding all of it.
     for start in range(0, len(files), SUBMIT_SLICE):
-        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1))
+        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1), size=f.size)
                    for f in files[start:start + SUBMIT_SLICE]]
         results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
     body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
@@ -111,7 +113,7 @@ async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None
     """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
     rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
     next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
-    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor,
+    return TaskPage(tasks=[TaskOut.model_validate(r) for r in rows], next_cursor=next_cursor,
                     total=await services.task_count(pool, flt))
 
 
@@ -126,7 +128,7 @@ async def _task_or_404(pool: ConnectionPool, task_id: int):
 async def get_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
                    pool: ConnectionPool = Depends(get_pool)) -> TaskDetail:
     """One task with its attempts (run and trace ids, tokens, cost), result and timeline."""
-    return TaskDetail.of(await _task_or_404(pool, task_id))
+    return TaskDetail.model_validate(await _task_or_404(pool, task_id))
 
 
 @router.get("/tasks/{task_id}/document", response_class=Response,

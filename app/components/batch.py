@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from nicegui import ui
 
@@ -21,7 +21,7 @@ class Entry:
     upload: Upload | None
     status: str | None = None
     spot: str | None = None  # queue position and ETA while enqueued
-    widgets: dict[str, Any] = field(default_factory=dict)
+    refresh: Callable[[], None] = field(default=lambda: None, repr=False)
 
 
 class BatchView:
@@ -54,62 +54,57 @@ class BatchView:
         self._update_progress()
 
     def _render(self, entry: Entry) -> None:
-        with self.list:
+        @ui.refreshable
+        def row() -> None:
             with ui.row().classes("w-full items-center gap-3 py-2 border-b border-slate-100 no-wrap") \
-                    .props('data-testid="batch-row"') as row:
-                entry.widgets["icon"] = ui.icon("description", size="22px")
-                with ui.column().classes("gap-0 grow min-w-0"):
-                    ui.label(entry.result.name).classes("font-medium truncate").props('data-testid="file-name"')
-                    entry.widgets["message"] = ui.label("").classes("text-sm").props('data-testid="file-message"')
-                entry.widgets["actions"] = ui.row().classes("gap-2 items-center no-wrap")
-                entry.widgets["badge"] = ui.badge("").classes("px-2 py-1").props('data-testid="file-status"')
-            entry.widgets["row"] = row
-        self._show(entry)
+                    .props('data-testid="batch-row"'):
+                self._row(entry)
+
+        with self.list:
+            row()
+        entry.refresh = row.refresh
 
     def _show(self, entry: Entry) -> None:
-        result, w = entry.result, entry.widgets
-        actions: ui.row = w["actions"]
-        actions.clear()
+        entry.refresh()
+
+    def _row(self, entry: Entry) -> None:
+        """One file's row, built from its current outcome and status."""
+        result = entry.result
         if result.outcome == "rejected":
-            w["icon"].props("name=error color=negative")
-            w["badge"].set_text("rejected")
-            w["badge"].props("color=negative")
-            error = result.error or "rejected"
+            icon, color, badge = "error", "negative", "rejected"
             # The row already names the file; the message need not repeat it.
-            w["message"].set_text(error.removeprefix(f"{result.name}: "))
-            w["message"].classes(replace="text-sm text-negative")
-            return
-        if result.outcome == "duplicate":
+            message, tone = (result.error or "rejected").removeprefix(f"{result.name}: "), "text-negative"
+        elif result.outcome == "duplicate":
             earlier = result.duplicate_of or {}
-            w["icon"].props("name=content_copy color=warning")
-            w["badge"].set_text("already submitted")
-            w["badge"].props("color=warning")
-            state = earlier.get("status", "")
-            w["message"].set_text(f"Same file as task {earlier.get('id')} ({state}). "
-                                  "Open its result, or run it again.")
-            w["message"].classes(replace="text-sm quire-muted")
-            with actions:
+            icon, color, badge = "content_copy", "warning", "already submitted"
+            message = (f"Same file as task {earlier.get('id')} ({earlier.get('status', '')}). "
+                       "Open its result, or run it again.")
+            tone = "quire-muted"
+        else:
+            status = entry.status or "enqueued"
+            icon, color, badge = fmt.STATUS_ICONS[status], fmt.STATUS_COLORS[status], status
+            message = f"{fmt.plural(result.pages, 'page')} · task {result.task_id}" if result.pages \
+                else f"task {result.task_id}"
+            if status == "enqueued" and entry.spot:
+                message += f" · {entry.spot}"
+            if status == "failed" and result.error:
+                message += f" · {result.error}"
+            tone = "text-negative" if status == "failed" else "quire-muted"
+        ui.icon(icon, size="22px", color=color)
+        with ui.column().classes("gap-0 grow min-w-0"):
+            ui.label(result.name).classes("font-medium truncate").props('data-testid="file-name"')
+            ui.label(message).classes(f"text-sm {tone}").props('data-testid="file-message"')
+        with ui.row().classes("gap-2 items-center no-wrap"):
+            if result.outcome == "duplicate":
+                earlier_id = (result.duplicate_of or {}).get("id")
                 ui.button("Earlier result", icon="open_in_new",
-                          on_click=lambda: ui.navigate.to(f"/tasks/{earlier.get('id')}")) \
+                          on_click=lambda: ui.navigate.to(f"/tasks/{earlier_id}")) \
                     .props('flat dense color=primary data-testid="open-earlier"')
                 ui.button("Run again", icon="replay", on_click=lambda: self._run_again(entry)) \
                     .props('outline dense color=primary data-testid="run-again"')
-            return
-        status = entry.status or "enqueued"
-        w["icon"].props(f"name={fmt.STATUS_ICONS.get(status, 'description')} "
-                        f"color={fmt.STATUS_COLORS.get(status, 'grey')}")
-        w["badge"].set_text(status)
-        w["badge"].props(f"color={fmt.STATUS_COLORS.get(status, 'grey')}")
-        pages = f"{result.pages} page{'s' if result.pages != 1 else ''} · " if result.pages else ""
-        detail = f"{pages}task {result.task_id}"
-        if status == "enqueued" and entry.spot:
-            detail += f" · {entry.spot}"
-        if entry.status == "failed" and result.error:
-            detail += f" · {result.error}"
-        w["message"].set_text(detail)
-        w["message"].classes(replace="text-sm " + ("text-negative" if status == "failed" else "quire-muted"))
-        with actions:
-            ui.link("Details", f"/tasks/{result.task_id}").classes("text-sm text-primary")
+            elif result.outcome == "created":
+                ui.link("Details", f"/tasks/{result.task_id}").classes("text-sm text-primary")
+        ui.badge(badge, color=color).classes("px-2 py-1").props('data-testid="file-status"')
 
     async def _run_again(self, entry: Entry) -> None:
         result = await self._rerun(entry)

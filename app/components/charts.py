@@ -10,19 +10,29 @@ from nicegui import ui
 from app.components import format as fmt
 from schema.stats import Charts
 
-FONT = {"family": "Inter, Roboto, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#334155"}
+# Mid-grey text reads on the light and the dark theme alike.
+FONT = {"family": "Inter, Roboto, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#64748b"}
 CONFIG = {"displayModeBar": False, "responsive": True}
 LLM_COLOR, COMPUTE_COLOR = "#2563eb", "#94a3b8"
+GRID = "rgba(148, 163, 184, 0.25)"  # faint on white and on the dark theme alike
 
 
 def _layout(**extra: Any) -> dict[str, Any]:
     layout = {"margin": {"l": 56, "r": 16, "t": 8, "b": 40}, "height": 260, "font": FONT,
               "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
-              "xaxis": {"gridcolor": "#eef2f7", "zeroline": False},
-              "yaxis": {"gridcolor": "#eef2f7", "zeroline": False, "rangemode": "tozero"},
+              "xaxis": {"gridcolor": GRID, "zeroline": False},
+              "yaxis": {"gridcolor": GRID, "zeroline": False, "rangemode": "tozero"},
               "legend": {"orientation": "h", "y": 1.12, "x": 0}, "bargap": 0.15}
     layout.update(extra)
     return layout
+
+
+def _count_axis(largest: int, **extra: Any) -> dict[str, Any]:
+    """An axis of whole tasks: integer ticks only (Plotly would put ticks at 0.5 for small counts)."""
+    axis = {"gridcolor": GRID, "rangemode": "tozero", "tickformat": ",d", **extra}
+    if largest <= 6:
+        axis.update(dtick=1, tick0=0)
+    return axis
 
 
 def _empty(message: str) -> dict[str, Any]:
@@ -56,9 +66,9 @@ def throughput_figure(charts: Charts) -> dict[str, Any]:
     per = {10: "10 s", 30: "30 s", 60: "minute", 300: "5 min", 900: "15 min", 3600: "hour", 21600: "6 h",
            86400: "day"}.get(charts.bucket_seconds, "week")
     return {"data": data, "config": CONFIG,
-            "layout": _layout(barmode="overlay", xaxis={"type": "date", "range": span, "gridcolor": "#eef2f7"},
-                              yaxis={"title": {"text": f"tasks per {per}"}, "gridcolor": "#eef2f7",
-                                     "rangemode": "tozero"})}
+            "layout": _layout(barmode="overlay", xaxis={"type": "date", "range": span, "gridcolor": GRID},
+                              yaxis=_count_axis(max(row["n"] for row in charts.throughput),
+                                                title={"text": f"tasks per {per}"}))}
 
 
 def cost_figure(rows: list[dict[str, Any]], *, horizontal: bool = False) -> dict[str, Any]:
@@ -74,7 +84,7 @@ def cost_figure(rows: list[dict[str, Any]], *, horizontal: bool = False) -> dict
         return {"type": "bar", "name": name, "marker": {"color": color}, "customdata": hover,
                 "hovertemplate": "%{customdata}<br>$%{" + ("x" if horizontal else "y") + ":,.4f}<extra>" + name
                                  + "</extra>", **axes}
-    money_axis = {"tickprefix": "$", "gridcolor": "#eef2f7", "rangemode": "tozero"}
+    money_axis = {"tickprefix": "$", "gridcolor": GRID, "rangemode": "tozero"}
     layout = _layout(barmode="stack", **({"xaxis": money_axis, "yaxis": {"automargin": True,
                                                                            "autorange": "reversed"}}
                                           if horizontal else {"yaxis": money_axis}))
@@ -90,10 +100,11 @@ def histogram_figure(bins: list[dict[str, Any]], *, label, color: str, empty: st
                       "width": [(b["hi"] - b["lo"]) * 0.92 for b in bins], "marker": {"color": color},
                       "customdata": [f"{label(b['lo'])} – {label(b['hi'])}" for b in bins],
                       "hovertemplate": "%{customdata}: %{y:,} tasks<extra></extra>"}],
-            "config": CONFIG, "layout": _layout(xaxis={"title": {"text": axis}, "gridcolor": "#eef2f7",
+            "config": CONFIG, "layout": _layout(xaxis={"title": {"text": axis}, "gridcolor": GRID,
                                                        **({"range": x_range} if x_range else {}),
                                                        **({"tickformat": tick_format} if tick_format else {})},
-                                                yaxis={"title": {"text": "tasks"}, "gridcolor": "#eef2f7"})}
+                                                yaxis=_count_axis(max(b["n"] for b in bins),
+                                                                  title={"text": "tasks"}))}
 
 
 class ChartsBoard:

@@ -28,7 +28,8 @@ class ForecastPanel:
             with ui.element("div").classes("grid grid-cols-2 md:grid-cols-5 gap-x-8 gap-y-2 w-full"):
                 self._figure("Documents", f"{plan.documents:,} · {plan.pages:,} pages", "forecast-documents")
                 self._figure("Tokens", f"~{fmt.tokens(plan.tokens)}", "forecast-tokens")
-                self._figure("LLM cost", fmt.money(plan.llm_cost_usd), "forecast-llm-cost")
+                self._figure("LLM cost", fmt.money(plan.llm_cost_usd) if plan.llm_cost_usd is not None else "unpriced",
+                             "forecast-llm-cost")
                 self._figure("Compute cost", fmt.money(plan.compute_cost_usd), "forecast-compute-cost")
                 self._figure("ETA", fmt.duration(plan.eta_seconds), "forecast-eta")
             ahead = f"{plan.ahead_tasks:,}" if plan.ahead_exact else f"about {plan.ahead_tasks:,}"

@@ -84,6 +84,42 @@ def when(moment: datetime | None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def exact(moment: datetime | None) -> str:
+    """A timestamp in UTC to the second, saying so: the text behind a relative time."""
+    return DASH if moment is None else f"{when(moment)} UTC"
+
+
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    """How long ago, as a person says it ("just now", "3 min ago", "yesterday"); a date past a week."""
+    if moment is None:
+        return DASH
+    now = now or datetime.now(timezone.utc)
+    seconds = (now - moment).total_seconds()
+    if seconds < 0:
+        return "just now" if seconds > -60 else when(moment)
+    if seconds < 10:
+        return "just now"
+    if seconds < 60:
+        return f"{int(seconds)} s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    if days == 1:
+        return "yesterday"
+    if days < 7:
+        return f"{days} days ago"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d")
+
+
+def plural(n: int | None, word: str) -> str:
+    """"1 page", "3 pages"; a dash when unknown."""
+    if n is None:
+        return DASH
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def size(num_bytes: int | None) -> str:
     if num_bytes is None:
         return DASH

@@ -5,10 +5,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from typing import Awaitable, Callable, Iterator
-from urllib.parse import quote
 
-from fastapi import Request
-from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
 from app import auth, live
@@ -38,18 +35,31 @@ body { background: #f5f7fa; }
 .q-uploader__list:empty::before, .q-uploader__list:not(:has(*))::before {
   content: "Drop PDF files here, or press + to choose them"; display: block; text-align: center;
   color: #64748b; padding: 52px 0; font-size: 0.95rem; }
+/* A file dragged over the drop zone lights it up; Quasar's default grey overlay reads as disabled. */
+.q-uploader--dnd { border-color: #2563eb; }
+.q-uploader__dnd { background: rgba(37, 99, 235, 0.10); outline: 2px dashed #2563eb; outline-offset: -6px; }
+/* A disabled action fades to grey, so it never looks like a live red or blue button. An !important in
+   the first cascade layer outranks Quasar's own (opacity 0.7, in NiceGUI's last layer). */
+@layer theme {
+  .q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; }
+  /* The brand's dark blue is unreadable on the dark theme: links and outlines turn light blue. */
+  .body--dark .text-primary { color: #93c5fd !important; }
+}
+.quire-nowrap { white-space: nowrap; }
+/* NiceGUI's "connection lost" popup: a blip shorter than this (as at start-up) never shows it. */
+#popup[aria-hidden="false"] { transition-delay: 4s; }
+.body--dark { background: #0b1220; }
+.body--dark .quire-card { background: #111a2b; border-color: #23324a; }
+.body--dark .text-slate-900, .body--dark .quire-kpi-value, .body--dark .quire-section-title { color: #e2e8f0; }
+.body--dark .quire-muted, .body--dark .quire-kpi-label { color: #94a3b8; }
+.body--dark .q-uploader__list { background: #0f1829; }
+.body--dark .q-table th { color: #cbd5e1; }
+.body--dark .q-timeline__content { color: #cbd5e1; }
+@media (max-width: 640px) {
+  .quire-header-name, .quire-header-title { display: none; }
+  .quire-nav a { padding: 6px 8px; }
+}
 """
-
-
-def guard(request: Request, *, path: str) -> auth.Identity | RedirectResponse:
-    """The page's viewer, or a redirect to the sign-in page for an anonymous one."""
-    who = auth.identity_of(request)
-    if who.authenticated:
-        return who
-    if auth.current().databricks:
-        # Behind Databricks Apps the proxy always sends an identity; none means a bypassed proxy.
-        return RedirectResponse("/login?reason=proxy", status_code=303)
-    return RedirectResponse(f"/login?next={quote(path)}", status_code=303)
 
 
 def live_indicator() -> Callable[[], None]:
@@ -75,30 +85,51 @@ def live_indicator() -> Callable[[], None]:
     return show
 
 
+def _dark_toggle(dark: ui.dark_mode) -> None:
+    """A light/dark switch, remembered for this browser in the user storage."""
+    def icon() -> str:
+        return "light_mode" if dark.value else "dark_mode"
+
+    def flip() -> None:
+        dark.set_value(not dark.value)
+        app.storage.user["dark"] = dark.value
+        button.props(f"icon={icon()}")
+        tip.text = "Switch to light mode" if dark.value else "Switch to dark mode"
+
+    with ui.button(icon=icon(), on_click=flip).props('flat round dense color=white data-testid="dark-toggle"') \
+            as button:
+        tip = ui.tooltip("Switch to light mode" if dark.value else "Switch to dark mode")
+
+
 @contextmanager
 def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
     """The header and the content column of every signed-in page; build all content inside it."""
     ui.add_css(PAGE_CSS)
     ui.colors(primary="#1e3a5f", secondary="#475569", accent="#2563eb", positive="#15803d",
               negative="#b91c1c", warning="#d97706", info="#0369a1")
-    with ui.header().classes("items-center px-6 py-2 gap-6"):
+    dark = ui.dark_mode(bool(app.storage.user.get("dark", False)))
+    with ui.header().classes("items-center px-3 sm:px-6 py-2 gap-2 sm:gap-6 no-wrap"):
         with ui.link(target="/").classes("flex items-center gap-2 no-underline"):
             ui.icon("auto_stories", size="26px").classes("text-white")
-            ui.label("Quire").classes("text-xl font-semibold text-white tracking-tight")
+            ui.label("Quire").classes("text-xl font-semibold text-white tracking-tight quire-header-title")
         with ui.element("nav").classes("quire-nav flex gap-1"):
             for path, name in (("/", "Upload"), ("/dashboard", "Dashboard")):
                 ui.link(name, path).classes("active" if name.lower() == active else "")
             ui.link("API", "/docs", new_tab=True)
         ui.space()
         show_health = live_indicator()
-        with ui.row().classes("items-center gap-2 text-white"):
+        _dark_toggle(dark)
+        with ui.row().classes("items-center gap-2 text-white no-wrap"):
             ui.icon("account_circle", size="22px")
-            ui.label(who.name or "").classes("text-sm").props('data-testid="identity"')
+            ui.label(who.name or "").classes("text-sm quire-header-name").props('data-testid="identity"')
             role = "operator" if who.operator else "viewer"
-            ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs")
+            # The local operator is named "operator": the badge would only repeat it.
+            if who.name != role:
+                ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs") \
+                    .props('data-testid="role"')
             if who.via == "session":
-                ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2")
-    with ui.column().classes("w-full max-w-[1400px] mx-auto px-6 py-6 gap-6") as content:
+                ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2 quire-nowrap")
+    with ui.column().classes("w-full max-w-[1400px] mx-auto px-3 sm:px-6 py-6 gap-6") as content:
         yield content
     # Timers wait for the browser's connection, which makes NiceGUI send the page at once: they
     # start only after the page's content is built, so the first paint already has the figures.

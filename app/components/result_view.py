@@ -27,7 +27,7 @@ def fact(label: str, value: str, *, mono: bool = False, title: str | None = None
 def _confidence_bar(confidence: float | None) -> None:
     value = confidence or 0.0
     color = "positive" if value >= 0.8 else ("warning" if value >= 0.5 else "negative")
-    with ui.row().classes("items-center gap-2 no-wrap w-40"):
+    with ui.row().classes("items-center gap-2 no-wrap w-24 sm:w-40"):
         ui.linear_progress(value, show_value=False, size="6px").props(f"rounded color={color} track-color=grey-3")
         ui.label(fmt.percent(confidence)).classes("text-xs w-10 text-right")
 
@@ -52,7 +52,9 @@ def result_card(task: Task) -> None:
         if not fields:
             ui.label("The agent returned no fields.").classes("quire-muted")
             return
-        with ui.element("table").classes("w-full text-sm").props('data-testid="result-fields"'):
+        # A narrow screen scrolls the fields sideways inside the card, never the page.
+        with ui.element("div").classes("w-full overflow-x-auto"), \
+                ui.element("table").classes("w-full text-sm").props('data-testid="result-fields"'):
             with ui.element("tr").classes("text-left quire-kpi-label"):
                 for head in ("Field", "Value", "Confidence"):
                     with ui.element("th").classes("py-2 font-medium"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
 from nicegui import app, ui
@@ -9,11 +10,11 @@ from nicegui import app, ui
 from app import services
 from app.auth import Identity
 from app.components import format as fmt
+from app.components.confirm import cancel_consequence, confirm, retry_consequence
+from schema.models import TaskStatus
 from schema.stats import TaskFilter, TaskRow
 
-RETRYABLE = ("failed", "cancelled", "completed")
 RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
-CANCELLABLE = ("enqueued", "processing")
 MAX_CURSOR_WALK = 50
 MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
 
@@ -21,6 +22,7 @@ COLUMNS = [
     {"name": "id", "label": "#", "field": "id", "sortable": True, "align": "left"},
     {"name": "document_name", "label": "Document", "field": "document", "sortable": True, "align": "left"},
     {"name": "status", "label": "Status", "field": "status", "sortable": True, "align": "left"},
+    {"name": "actions", "label": "Actions", "field": "id", "align": "left"},
     {"name": "agent", "label": "Agent", "field": "agent", "sortable": True, "align": "left"},
     {"name": "customer", "label": "Customer", "field": "customer", "sortable": True, "align": "left"},
     {"name": "priority", "label": "Priority", "field": "priority", "sortable": True, "align": "right"},
@@ -29,8 +31,7 @@ COLUMNS = [
     {"name": "llm_cost_usd", "label": "LLM cost", "field": "cost", "sortable": True, "align": "right"},
     {"name": "confidence", "label": "Confidence", "field": "confidence", "sortable": True, "align": "right"},
     {"name": "latency_s", "label": "Response time", "field": "latency", "sortable": True, "align": "right"},
-    {"name": "created_at", "label": "Submitted (UTC)", "field": "created", "sortable": True, "align": "left"},
-    {"name": "actions", "label": "", "field": "id", "align": "right"},
+    {"name": "created_at", "label": "Submitted", "field": "created", "sortable": True, "align": "left"},
 ]
 
 STATUS_SLOT = """
@@ -45,20 +46,50 @@ DOCUMENT_SLOT = """
   <div v-if="props.row.error" class="text-negative text-caption ellipsis" :title="props.row.error">
     {{ props.row.error }}</div>
 </q-td>"""
-ACTIONS_SLOT = """
-<q-td :props="props" auto-width class="text-no-wrap">
-  <q-btn flat dense round size="sm" icon="replay" color="primary" :data-testid="'retry-' + props.row.id"
-         :disable="VIEWER || !['failed','cancelled','completed'].includes(props.row.status)"
-         @click="() => $parent.$emit('retry', props.row)"><q-tooltip>Retry</q-tooltip></q-btn>
-  <q-btn flat dense round size="sm" icon="cancel" color="negative" :data-testid="'cancel-' + props.row.id"
-         :disable="VIEWER || !['enqueued','processing'].includes(props.row.status)"
-         @click="() => $parent.$emit('cancel', props.row)"><q-tooltip>Cancel</q-tooltip></q-btn>
+# Retry and cancel sit apart, each in its own colour; the one that does not apply is greyed out.
+ACTION_BUTTONS = """
+<q-btn flat dense round size="sm" icon="replay" color="primary" :data-testid="'retry-' + props.row.id"
+       :disable="VIEWER || !props.row.retryable" @click="() => $parent.$emit('retry', props.row)">
+  <q-tooltip>{{ props.row.status === 'completed' ? 'Re-extract (spends tokens again)' : 'Retry' }}</q-tooltip></q-btn>
+<span class="q-mx-xs"
+      style="display:inline-block;width:1px;height:18px;background:#cbd5e1;vertical-align:middle"></span>
+<q-btn flat dense round size="sm" icon="cancel" color="negative" :data-testid="'cancel-' + props.row.id"
+       :disable="VIEWER || !props.row.cancellable" @click="() => $parent.$emit('cancel', props.row)">
+  <q-tooltip>Cancel</q-tooltip></q-btn>"""
+ACTIONS_SLOT = f"""
+<q-td :props="props" auto-width class="text-no-wrap">{ACTION_BUTTONS}
 </q-td>"""
+CREATED_SLOT = """
+<q-td :props="props" class="text-no-wrap">
+  <span :data-testid="'created-' + props.row.id">{{ props.value }}</span>
+  <q-tooltip>{{ props.row.created_exact }}</q-tooltip>
+</q-td>"""
+# On a phone each task is a card: status and actions first, then the document and a few figures.
+CARD_SLOT = f"""
+<div class="q-pa-xs col-12">
+  <q-card flat bordered class="quire-card" :data-testid="'card-' + props.row.id">
+    <q-card-section class="q-pa-sm">
+      <div class="row items-center no-wrap q-gutter-x-sm">
+        <q-checkbox dense v-model="props.selected" />
+        <q-badge :color="props.row.status_color" :label="props.row.status" class="q-px-sm q-py-xs"
+                 :data-testid="'status-' + props.row.id" />
+        <q-space />{ACTION_BUTTONS}
+      </div>
+      <a :href="'/tasks/' + props.row.id" class="text-primary ellipsis block q-mt-xs"
+         style="text-decoration: none" :title="props.row.document">
+        #{{{{ props.row.id }}}} · {{{{ props.row.document }}}}</a>
+      <div v-if="props.row.error" class="text-negative text-caption ellipsis">{{{{ props.row.error }}}}</div>
+      <div class="text-caption quire-muted ellipsis">
+        {{{{ props.row.agent }}}} · {{{{ props.row.customer }}}} · {{{{ props.row.cost }}}} ·
+        <span :title="props.row.created_exact">{{{{ props.row.created }}}}</span></div>
+    </q-card-section>
+  </q-card>
+</div>"""
 
 
-def actions_slot(who: Identity) -> str:
-    """The row buttons, disabled for a viewer (the handlers and the server refuse them anyway)."""
-    return ACTIONS_SLOT.replace("VIEWER", "false" if who.operator else "true")
+def for_viewer(slot: str, who: Identity) -> str:
+    """A slot whose action buttons are disabled for a viewer (the handlers and the server refuse them anyway)."""
+    return slot.replace("VIEWER", "false" if who.operator else "true")
 
 
 def page_request(pagination: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
@@ -91,16 +122,18 @@ class PagedTable(ui.table):
             self._props["pagination"] = value
 
 
-def table_row(row: TaskRow) -> dict[str, Any]:
+def table_row(row: TaskRow, now: datetime | None = None) -> dict[str, Any]:
     tokens = (f"{fmt.tokens(row.input_tokens)} / {fmt.tokens(row.output_tokens)}"
               if row.input_tokens is not None or row.output_tokens is not None else fmt.DASH)
-    return {"id": row.id, "document": row.document_name or f"task {row.id}", "status": row.status,
-            "status_color": fmt.STATUS_COLORS.get(row.status, "grey"), "agent": row.agent,
+    status = row.status
+    return {"id": row.id, "document": row.document_name or f"task {row.id}", "status": status.value,
+            "status_color": fmt.STATUS_COLORS[status.value], "agent": row.agent,
+            "retryable": status.retryable, "cancellable": status.cancellable,
             "customer": row.customer or fmt.DASH, "priority": row.priority, "pages": fmt.count(row.pages),
             "tokens": tokens, "cost": fmt.money(row.llm_cost_usd), "confidence": fmt.percent(row.confidence),
-            "latency": fmt.duration(row.latency_s) if row.status in ("completed", "failed") else fmt.DASH,
-            "created": fmt.when(row.created_at),
-            "error": row.error if row.status == "failed" else None}
+            "latency": fmt.duration(row.latency_s) if status in (TaskStatus.COMPLETED, TaskStatus.FAILED) else fmt.DASH,
+            "created": fmt.ago(row.created_at, now), "created_exact": fmt.exact(row.created_at),
+            "error": row.error if status is TaskStatus.FAILED else None}
 
 
 class TaskTable:
@@ -123,21 +156,27 @@ class TaskTable:
                 # Row and bulk retries alike run at this priority (own: each task keeps its own).
                 self.retry_priority = ui.select(RETRY_PRIORITIES, value=-1, label="Retry at") \
                     .props('outlined dense stack-label options-dense data-testid="retry-priority"').classes("w-40")
-                self.retry_selected = ui.button("Retry selected", icon="replay", on_click=self._retry_selection) \
-                    .props('outline dense color=primary data-testid="retry-selected"')
-                self.cancel_selected = ui.button("Cancel selected", icon="cancel", on_click=self._cancel_selection) \
-                    .props('outline dense color=negative data-testid="cancel-selected"')
+                # Retry and cancel stand apart: a spacer between them, and cancel in red.
+                with ui.row().classes("items-center gap-6"):
+                    self.retry_selected = ui.button("Retry selected", icon="replay",
+                                                    on_click=self._retry_selection) \
+                        .props('outline dense color=primary data-testid="retry-selected"')
+                    self.cancel_selected = ui.button("Cancel selected", icon="cancel",
+                                                     on_click=self._cancel_selection) \
+                        .props('flat dense color=negative data-testid="cancel-selected"')
             self.table = PagedTable(columns=COLUMNS, rows=[], row_key="id", selection="multiple",
-                                  pagination=dict(self.pagination), on_select=self._selection_changed) \
-                .props('flat wrap-cells rows-per-page-label="Rows per page" :rows-per-page-options="[10,25,50,100]" '
+                                    pagination=dict(self.pagination), on_select=self._selection_changed) \
+                .props('flat rows-per-page-label="Rows per page" :rows-per-page-options="[10,25,50,100]" '
                        'no-data-label="No tasks match these filters" data-testid="task-table"') \
                 .classes("w-full")
             self.table.add_slot("body-cell-status", STATUS_SLOT)
             self.table.add_slot("body-cell-document_name", DOCUMENT_SLOT)
-            self.table.add_slot("body-cell-actions", actions_slot(who))
+            self.table.add_slot("body-cell-actions", for_viewer(ACTIONS_SLOT, who))
+            self.table.add_slot("body-cell-created_at", CREATED_SLOT)
+            self.table.add_slot("item", for_viewer(CARD_SLOT, who))
             self.table.on("request", self._on_request, ["pagination"])
-            self.table.on("retry", lambda e: self._act("retry", [int(e.args["id"])]))
-            self.table.on("cancel", lambda e: self._act("cancel", [int(e.args["id"])]))
+            self.table.on("retry", lambda e: self._act("retry", [e.args]))
+            self.table.on("cancel", lambda e: self._act("cancel", [e.args]))
         self._selection_changed()
 
     async def _on_request(self, event) -> None:
@@ -187,7 +226,8 @@ class TaskTable:
         if total is None:
             total = await services.task_count(app.state.pool, self.filter)
         self.pagination["rowsNumber"] = total
-        self.table.rows = [table_row(r) for r in rows]
+        now = datetime.now(timezone.utc)
+        self.table.rows = [table_row(r, now) for r in rows]
         self.table.pagination = dict(self.pagination)
         self.count_label.text = f"{total:,} matching"
         # Keep selected rows' statuses current so the bulk buttons act on what is shown.
@@ -195,26 +235,41 @@ class TaskTable:
         self.table.selected = [by_id.get(r["id"], r) for r in self.table.selected]
         self._selection_changed()
 
+    def set_compact(self, compact: bool) -> None:
+        """Cards on a narrow screen (status and actions first), the full table on a wide one."""
+        if compact:
+            self.table.props("grid")
+        else:
+            self.table.props(remove="grid")
+
     def _selection_changed(self, *_: Any) -> None:
         selected = self.table.selected
         self.selected_label.text = f"{len(selected)} selected" if selected else ""
-        self.retry_selected.set_enabled(self.who.operator and any(r["status"] in RETRYABLE for r in selected))
-        self.cancel_selected.set_enabled(self.who.operator and any(r["status"] in CANCELLABLE for r in selected))
+        self.retry_selected.set_enabled(self.who.operator and any(r["retryable"] for r in selected))
+        self.cancel_selected.set_enabled(self.who.operator and any(r["cancellable"] for r in selected))
 
     async def _retry_selection(self) -> None:
-        await self._act("retry", [r["id"] for r in self.table.selected if r["status"] in RETRYABLE])
+        await self._act("retry", [r for r in self.table.selected if r["retryable"]])
 
     async def _cancel_selection(self) -> None:
-        await self._act("cancel", [r["id"] for r in self.table.selected if r["status"] in CANCELLABLE])
+        await self._act("cancel", [r for r in self.table.selected if r["cancellable"]])
 
-    async def _act(self, action: str, ids: list[int]) -> None:
+    async def _act(self, action: str, rows: list[dict[str, Any]]) -> None:
         if not self.who.operator:
             # The handler checks the role itself: a disabled button is a hint, not a guard.
             ui.notify(f"{action.capitalize()} needs the operator role; {self.who.name} is a viewer.",
                       type="negative", position="top")
             return
-        if not ids:
+        if not rows:
             return
+        if action == "retry":
+            title, body = retry_consequence(TaskStatus(r["status"]) for r in rows)
+            if not await confirm(title, body, action="Retry", color="primary", icon="replay"):
+                return
+        elif not await confirm(*cancel_consequence(len(rows)), action="Cancel tasks", color="negative",
+                               icon="cancel"):
+            return
+        ids = [int(r["id"]) for r in rows]
         if action == "retry":
             priority = self.retry_priority.value
             results = await services.retry_tasks(app.state.pool, ids, actor=self.who.name,
@@ -224,7 +279,8 @@ class TaskTable:
         done = [r for r in results if r.ok]
         failed = [r for r in results if not r.ok]
         if done:
-            text = done[0].message if len(done) == 1 else f"{len(done)} tasks: {action} done"
+            verb = "re-enqueued or re-extracted" if action == "retry" else "cancelled"
+            text = done[0].message if len(done) == 1 else f"{len(done)} tasks {verb}"
             ui.notify(text, type="positive", position="top")
         for result in failed[:3]:
             ui.notify(result.message, type="warning", position="top")

@@ -8,15 +8,15 @@ import time
 from datetime import datetime, timezone
 
 from fastapi import Request
-from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
 from app import foresight, services
+from app.auth import viewer
 from app.components.budgets import BudgetBoard
 from app.components.charts import ChartsBoard
-from app.components.filters import FilterBar
+from app.components.filters import FilterBar, FilterValues
 from app.components.kpis import KpiBoard
-from app.components.layout import frame, guard, watch
+from app.components.layout import frame, watch
 from app.components.task_table import TaskTable
 from schema.stats import StreamEvent, Summary, TaskFilter
 
@@ -24,6 +24,8 @@ from schema.stats import StreamEvent, Summary, TaskFilter
 # table), and redraws its charts at most every five seconds.
 REFRESH_MIN_SECONDS = 1.0
 CHART_MIN_SECONDS = 5.0
+# Below this width (px) the filters start folded and the task table shows cards.
+NARROW_PX = 700
 
 
 def apply_deltas(summary: Summary, flt: TaskFilter, events: list[StreamEvent]) -> Summary:
@@ -47,9 +49,8 @@ def apply_deltas(summary: Summary, flt: TaskFilter, events: list[StreamEvent]) -
 class Dashboard:
     """One viewer's dashboard: its filter, its widgets, and when each was last redrawn."""
 
-    def __init__(self, who) -> None:
+    def __init__(self, who, initial: FilterValues | None = None) -> None:
         self.pool = app.state.pool
-        self.filter = TaskFilter()
         self.summary: Summary | None = None
         # Counts and charts refresh apart: a slow chart redraw never holds back a count.
         self.counts_lock = asyncio.Lock()
@@ -67,13 +68,24 @@ class Dashboard:
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
-        self.filters = FilterBar(self.apply_filter)
+        self.filters = FilterBar(self.apply_filter, path="/dashboard", initial=initial)
+        self.filter: TaskFilter = self.filters.filter
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
         self.who = who
         self.charts = ChartsBoard()
         self.table = TaskTable(who, self.after_action)
+        self.table.filter = self.filter
+        self.filters.validate()  # a shared link may carry dates that cannot be used: say so
         self.budgets = BudgetBoard(who, self.save_budget)
         self.budgets_dirty = False
+
+    async def fit_screen(self) -> None:
+        """Folds the filters and shows cards on a phone; the server cannot know the width before this."""
+        width = await ui.run_javascript("window.innerWidth", timeout=5)
+        narrow = int(width or 0) < NARROW_PX
+        self.table.set_compact(narrow)
+        if narrow:
+            self.filters.panel.value = False
 
     async def refresh_counts(self, *, table: bool = True) -> None:
         async with self.counts_lock:
@@ -177,12 +189,12 @@ class Dashboard:
 
 @ui.page("/dashboard", title="Dashboard · Quire", response_timeout=20)
 async def dashboard_page(request: Request):
-    who = guard(request, path="/dashboard")
-    if isinstance(who, RedirectResponse):
-        return who
+    who = viewer(request)
+    initial = FilterValues.from_query({k: request.query_params.getlist(k) for k in request.query_params})
     with frame(who, active="dashboard"):
-        board = Dashboard(who)
+        board = Dashboard(who, initial)
         board.filters.set_options(await services.filter_options(board.pool))
         await board.refresh_all()
     watch(board.on_events, board.on_poll)
     ui.timer(0.25, board.refresh_if_due)
+    ui.timer(0, board.fit_screen, once=True)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import Request
-from fastapi.responses import RedirectResponse
-from nicegui import app, ui
-
 import time
 
+from fastapi import Request
+from nicegui import app, ui
+
 from app import foresight, services
-from app.auth import Identity
+from app.auth import Identity, viewer
 from app.components import format as fmt
-from app.components.layout import frame, guard, watch
+from app.components.confirm import cancel_consequence, confirm, retry_consequence
+from app.components.layout import frame, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
 from schema.errors import NotFound
 from schema.models import Task
@@ -30,44 +30,50 @@ class TaskView:
         self.settings = app.state.settings
         self.spot_at = 0.0
         self.spot_dirty = False
-        self.body = ui.column().classes("w-full gap-6")
         self.render()
 
+    @ui.refreshable_method
     def render(self) -> None:
         task = self.task
-        self.body.clear()
-        with self.body:
+        with ui.column().classes("w-full gap-6 min-w-0"):
             with ui.row().classes("items-center gap-2 text-sm quire-muted"):
                 ui.link("Dashboard", "/dashboard").classes("text-primary")
                 ui.label("›")
                 ui.label(f"Task {task.id}")
-            with ui.card().classes("quire-card w-full p-5 gap-4"):
-                with ui.row().classes("w-full items-start no-wrap gap-4"):
-                    ui.icon("picture_as_pdf", size="40px").classes("text-red-700")
+            with ui.card().classes("quire-card w-full p-4 sm:p-5 gap-4 min-w-0"):
+                with ui.row().classes("w-full items-start gap-4 no-wrap"):
+                    ui.icon("picture_as_pdf", size="40px").classes("text-red-700 shrink-0")
                     with ui.column().classes("gap-1 grow min-w-0"):
-                        ui.link(task.document_name or f"task-{task.id}.pdf", f"/api/tasks/{task.id}/document",
-                                new_tab=True).classes("text-xl font-semibold text-slate-900 truncate") \
-                            .props('data-testid="document-link"')
+                        name = task.document_name or f"task-{task.id}.pdf"
+                        # A long name is cut with an ellipsis and shown whole on hover.
+                        with ui.link(name, f"/api/tasks/{task.id}/document", new_tab=True) \
+                                .classes("text-xl font-semibold text-slate-900 block truncate max-w-full") \
+                                .props('data-testid="document-link"'):
+                            ui.tooltip(name)
                         ui.label(f"{task.agent} · priority {task.priority} · "
-                                 f"{fmt.count(task.pages)} pages · {fmt.size(task.document_bytes)}").classes("quire-muted")
+                                 f"{fmt.plural(task.pages, 'page')} · {fmt.size(task.document_bytes)}") \
+                            .classes("quire-muted").props('data-testid="document-facts"')
+                with ui.row().classes("w-full items-center gap-3 flex-wrap"):
                     ui.badge(task.status.value, color=fmt.STATUS_COLORS[task.status.value]) \
                         .classes("text-sm px-3 py-1").props('data-testid="task-status"')
                     if needs_review(task.status.value, task.confidence):
                         ui.badge("needs review", color="warning").classes("text-sm px-3 py-1") \
                             .props('data-testid="task-needs-review"') \
                             .tooltip(f"Confidence below {fmt.percent(REVIEW_CONFIDENCE)}: check the fields")
-                    if task.status.value in ("failed", "cancelled", "completed"):
+                    ui.space()
+                    # Retry and cancel never stand side by side: a task can take only one of them.
+                    if task.status.retryable:
                         self.retry_priority = ui.select(RETRY_PRIORITIES, value=-1, label="at priority") \
                             .props('outlined dense stack-label data-testid="detail-retry-priority"').classes("w-40")
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
-                                  on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"') \
-                            .set_enabled(self.who.operator)
+                                  on_click=lambda: self.act("retry")) \
+                            .props('outline color=primary data-testid="detail-retry"').set_enabled(self.who.operator)
                     if task.held and task.batch_id and task.status.value == "enqueued":
                         ui.button("Submit batch", icon="play_arrow", on_click=self.release) \
                             .props('outline color=primary data-testid="detail-release"').set_enabled(self.who.operator)
-                    if task.status.value in ("enqueued", "processing"):
+                    if task.status.cancellable:
                         ui.button("Cancel", icon="cancel", on_click=lambda: self.act("cancel")) \
-                            .props('outline color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
+                            .props('flat color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
                 with ui.element("div").classes("grid grid-cols-2 md:grid-cols-4 gap-x-8 gap-y-3 w-full"):
                     if task.status.value == "enqueued":
                         with ui.column().classes("gap-0 min-w-0"):
@@ -75,8 +81,8 @@ class TaskView:
                             self.spot = ui.label("…").classes("text-sm text-slate-900").props('data-testid="queue-position"')
                     fact("Customer", task.customer or fmt.DASH)
                     fact("Submitted by", task.submitted_by or fmt.DASH)
-                    fact("Submitted (UTC)", fmt.when(task.created_at))
-                    fact("Finished (UTC)", fmt.when(task.finished_at))
+                    fact("Submitted", fmt.ago(task.created_at), title=fmt.exact(task.created_at))
+                    fact("Finished", fmt.ago(task.finished_at), title=fmt.exact(task.finished_at))
                     latency = (task.finished_at - task.created_at).total_seconds() if task.finished_at else None
                     fact("Response time", fmt.duration(latency))
                     fact("Attempts", f"{task.attempt_count} (budget {task.max_attempts}, {task.attempts_left} left)")
@@ -97,8 +103,8 @@ class TaskView:
                 with ui.card().classes("quire-card w-full p-4 border-l-4 border-red-600 gap-1"):
                     ui.label("Error").classes("quire-section-title text-negative")
                     ui.label(task.error).classes("text-sm whitespace-pre-wrap").props('data-testid="task-error"')
-            with ui.element("div").classes("grid grid-cols-1 lg:grid-cols-3 gap-6 w-full"):
-                with ui.column().classes("lg:col-span-2 gap-6"):
+            with ui.element("div").classes("grid grid-cols-1 lg:grid-cols-3 gap-6 w-full min-w-0"):
+                with ui.column().classes("lg:col-span-2 gap-6 min-w-0"):
                     result_card(task)
                     attempts_table(task)
                 timeline(task)
@@ -107,6 +113,13 @@ class TaskView:
         if not self.who.operator:
             ui.notify(f"{action.capitalize()} needs the operator role; {self.who.name} is a viewer.",
                       type="negative", position="top")
+            return
+        if action == "retry":
+            asked = await confirm(*retry_consequence([self.task.status]), action="Retry", color="primary",
+                                  icon="replay")
+        else:
+            asked = await confirm(*cancel_consequence(1), action="Cancel task", color="negative", icon="cancel")
+        if not asked:
             return
         if action == "retry":
             priority = getattr(self, "retry_priority", None)
@@ -148,7 +161,7 @@ class TaskView:
 
     async def reload(self) -> None:
         self.task = await services.task_detail(self.pool, self.task.id)
-        self.render()
+        self.render.refresh()
         await self.refresh_spot(force=True)
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
@@ -158,22 +171,30 @@ class TaskView:
             await self.refresh_spot()
 
 
+def not_found(task_id: str) -> None:
+    """The page for a task that does not exist, answered with status 404."""
+    ui.context.client.status_code = 404
+    ui.page_title("No such task · Quire")
+    with ui.card().classes("quire-card w-full p-8 items-center gap-2").props('data-testid="not-found"'):
+        ui.icon("search_off", size="48px").classes("quire-muted")
+        ui.label("404 · no such task").classes("text-lg font-semibold")
+        shown = task_id if len(task_id) <= 40 else task_id[:40] + "…"
+        ui.label(f"There is no task {shown}.").classes("text-center")
+        ui.label("A task is named by its number, as the dashboard lists it.").classes("quire-muted text-center")
+        ui.link("Back to the dashboard", "/dashboard").classes("text-primary")
+
+
 @ui.page("/tasks/{task_id}", title="Task · Quire", response_timeout=20)
-async def task_page(request: Request, task_id: int):
-    who = guard(request, path=f"/tasks/{task_id}")
-    if isinstance(who, RedirectResponse):
-        return who
+async def task_page(request: Request, task_id: str):
+    who = viewer(request)
     with frame(who, active="dashboard"):
+        number = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) < 40 else 0
         try:
-            if not services.valid_id(task_id):
-                raise NotFound(f"unknown task {task_id}")
-            task = await services.task_detail(app.state.pool, task_id)
+            task = await services.task_detail(app.state.pool, number) if services.valid_id(number) else None
         except NotFound:
-            ui.context.client.status_code = 404
-            with ui.card().classes("quire-card w-full p-8 items-center gap-2"):
-                ui.icon("search_off", size="48px").classes("quire-muted")
-                ui.label(f"There is no task {task_id}.").classes("text-lg")
-                ui.link("Back to the dashboard", "/dashboard").classes("text-primary")
+            task = None
+        if task is None:
+            not_found(task_id)
             return
         ui.page_title(f"{task.document_name or f'Task {task.id}'} · Quire")
         view = TaskView(who, task)

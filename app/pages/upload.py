@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import Request
-from fastapi.responses import RedirectResponse
-from nicegui import app, events, ui
-
 import time
 
+from fastapi import Request
+from nicegui import app, events, ui
+
 from app import foresight, services
+from app.auth import viewer
 from app.components.batch import BatchView, Entry
 from app.components.forecast_panel import ForecastPanel
-from app.components.layout import frame, guard, watch
+from app.components.layout import frame, watch
 from schema.forecast import FileFacts
+from schema.models import DEFAULT_PRIORITY, TaskStatus
 from schema.stats import StreamEvent
 
 SLICE = 25
@@ -42,6 +43,7 @@ class UploadForm:
         self.who = who
         self.pool = app.state.pool
         self.settings = app.state.settings
+        self.toast: ui.notification | None = None
         with ui.row().classes("w-full items-end justify-between"):
             with ui.column().classes("gap-0"):
                 ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
@@ -53,7 +55,7 @@ class UploadForm:
                 default = self.settings.default_agent if self.settings.default_agent in agents else (agents or [None])[0]
                 self.agent = ui.select(agents, value=default, label="Agent") \
                     .props('outlined dense stack-label data-testid="upload-agent"').classes("w-56")
-                self.priority = ui.select(PRIORITIES, value=5, label="Priority") \
+                self.priority = ui.select(PRIORITIES, value=DEFAULT_PRIORITY, label="Priority") \
                     .props('outlined dense stack-label data-testid="upload-priority"').classes("w-44")
                 self.customer = ui.input("Customer", autocomplete=customers,
                                          placeholder="e.g. Northwind Audit") \
@@ -127,14 +129,22 @@ class UploadForm:
                                                           on_release=self._release)
                 await self.refresh_positions(force=True)
             verb = "stored, held for review" if hold else "queued"
-            message = f"{created} of {len(event.files)} files {verb}"
-            ui.notify(message + (f", {rejected} rejected" if rejected else ""),
-                      type="positive" if not rejected else "warning", position="top")
+            duplicates = len(event.files) - created - rejected
+            parts = [f"{created} of {len(event.files)} files {verb}"]
+            parts += [f"{rejected} rejected"] if rejected else []
+            parts += [f"{duplicates} already submitted"] if duplicates else []
+            self.say(", ".join(parts), "warning" if rejected else ("info" if duplicates else "positive"))
         except ValueError as exc:  # a request Postgres could not store: nothing was written
-            ui.notify(str(exc), type="negative", position="top")
+            self.say(str(exc), "negative")
         finally:
             self.busy.visible = False
             self.uploader.reset()
+
+    def say(self, message: str, kind: str) -> None:
+        """One toast at a time: a new one replaces the last, so an outdated warning never lingers."""
+        if self.toast is not None:
+            self.toast.dismiss()
+        self.toast = ui.notification(message, type=kind, position="top", timeout=5, close_button=True)
 
     async def _release(self, batch_id: int) -> bool:
         if not self.who.operator:
@@ -151,17 +161,6 @@ class UploadForm:
             self.positions_dirty = True  # the timer picks it up within the second
             return
         self.positions_at, self.positions_dirty = time.monotonic(), False
-        ids = self.batch.queued_ids()
-        if ids:
-            spots = await foresight.queue_spots(self.pool, self.settings, ids[:2000])
-            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds)) if x)
-                                  for i, s in spots.items()})
-        for batch_id, panel in self.panels.items():
-            if panel.comparison.visible:
-                continue
-            outcome = await foresight.batch_outcome(self.pool, batch_id)
-            if outcome.done:
-                panel.show_outcome(outcome.comparison())
 
     async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
         if entry.upload is None:
@@ -172,9 +171,9 @@ class UploadForm:
                                         submitted_by=self.who.name)
         result = results[0]
         if result.outcome != "created":
-            ui.notify(result.error or "could not run it again", type="negative", position="top")
+            self.say(result.error or "could not run it again", "negative")
             return None
-        ui.notify(f"{result.name}: queued again as task {result.task_id}", type="positive", position="top")
+        self.say(f"{result.name}: queued again as task {result.task_id}", "positive")
         return result
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
@@ -182,9 +181,9 @@ class UploadForm:
         if lagged:
             await self.on_poll()
             return
-        latest = {e.task_id: e.status for e in events if e.task_id in mine}
+        latest = {e.task_id: e.status.value for e in events if e.task_id in mine}
         if latest:
-            if "failed" in latest.values():
+            if TaskStatus.FAILED.value in latest.values():
                 await self.on_poll()  # the error text is not in the event
                 return
             self.batch.apply(latest)
@@ -206,9 +205,7 @@ class UploadForm:
 
 @ui.page("/", title="Upload · Quire", response_timeout=20)
 async def upload_page(request: Request):
-    who = guard(request, path="/")
-    if isinstance(who, RedirectResponse):
-        return who
+    who = viewer(request)
     agents = await services.agent_names(app.state.pool)
     customers = (await services.filter_options(app.state.pool))["customer"]
     with frame(who, active="upload"):

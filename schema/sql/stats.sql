@@ -43,10 +43,8 @@ FROM t;
 -- name: task_list_keyset
 -- One page of the dashboard's task table after a cursor (keyset, never OFFSET); the caller composes
 -- in a whitelisted sort column and direction, and the cursor condition (TRUE on the first page).
-SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
-       t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
-       t.parent_id, t.created_at, t.finished_at, t.latency_s,
-       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd, {sort_value} AS sort_value
+-- The columns are the view's: the task row is defined once, in task_list_rows.
+SELECT t.*, {sort_value} AS sort_value
 FROM task_list_rows t
 WHERE {task_filter} AND {after}
 ORDER BY {order_by}
@@ -67,11 +65,7 @@ LIMIT %(limit)s;
 
 -- name: task_list_after
 -- Cursor paging for the API: newest first, keyed on id so a page never shifts under inserts.
-SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
-       t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
-       t.parent_id, t.created_at, t.finished_at, t.latency_s,
-       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd
-FROM task_list_rows t
+SELECT t.* FROM task_list_rows t
 WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
 ORDER BY t.id DESC
 LIMIT %(limit)s;

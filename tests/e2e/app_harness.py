@@ -1,5 +1,5 @@
 """The running app for end-to-end tests: a `quire serve` subprocess, a database of its own, a
-browser, and helpers to wait on conditions and to make PDFs."""
+browser, and helpers to make PDFs."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import httpx
 import psycopg
-import pytest
 
 from schema import db
 
@@ -26,19 +25,6 @@ TOKEN = "e2e-operator-token"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-
-
-def wait_until(condition: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05,
-               message: str = "condition") -> Any:
-    """Polls `condition` until it returns something truthy; fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {message} (last value {last!r})")
 
 
 def free_port() -> int:

@@ -53,6 +53,31 @@ def test_duplicate_is_offered_then_rerun_on_request(app_server):
     offered = again.json()["files"][0]
     assert offered["outcome"] == "duplicate" and offered["duplicate_of"]["id"] == first["task_id"]
     assert rerun.status_code == 201 and rerun.json()["files"][0]["task_id"] != first["task_id"]
+    # The re-run is linked to the task it repeats, as a re-run from the upload page is.
+    assert queue.get_task(_conn(app_server), rerun.json()["files"][0]["task_id"]).parent_id == first["task_id"]
+
+
+def _conn(app_server):
+    return app_server[1]
+
+
+def test_default_priority_is_the_uis_and_oversize_says_its_real_size(app_server):
+    server, conn = app_server
+    with server.operator() as http:
+        plain = http.post("/api/tasks", files=_files(("default-priority.pdf", make_pdf("default priority"))))
+        big = http.post("/api/tasks", files=_files(("big.pdf", b"%PDF-" + b"0" * 52_400_000)))
+    assert queue.get_task(conn, plain.json()["files"][0]["task_id"]).priority == 5
+    assert big.status_code == 422
+    assert big.json()["files"][0]["error"] == "big.pdf: 52.4 MB is over the 50 MB limit"
+
+
+def test_a_wrong_bearer_token_is_named_as_such(app_server):
+    server, _ = app_server
+    wrong = server.client(Authorization="Bearer not-the-token").get("/api/tasks")
+    missing = server.client().get("/api/tasks")
+    assert (wrong.status_code, missing.status_code) == (401, 401)
+    assert wrong.json()["detail"].startswith("wrong token")
+    assert missing.json()["detail"].startswith("sign in first")
 
 
 def test_all_rejected_is_422(app_server):

@@ -8,6 +8,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from schema import queue
 from tests.e2e.app_harness import TOKEN, launch_browser, make_pdf, start_app
+from tests.e2e.browser_helpers import confirm_dialog
 
 OPERATOR = "ops@example.com"
 VIEWER = "viewer@example.com"
@@ -75,6 +76,7 @@ def test_viewer_sees_retry_and_cancel_disabled_and_operator_can_use_them(app_ser
                 expect(status).to_have_text("enqueued")
                 if allowed:
                     cancel.click()
+                    confirm_dialog(page, "Cancel 1 task?")
                     expect(status).to_have_text("cancelled")
                 else:
                     expect(cancel).to_be_disabled()

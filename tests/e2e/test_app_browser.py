@@ -8,46 +8,17 @@ import time
 
 import psycopg
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from schema import queue
-from tests.e2e.app_harness import TOKEN, complete, launch_browser, make_pdf, start_app
+from tests.e2e.app_harness import TOKEN, complete, make_pdf
+from tests.e2e.browser_helpers import DROP_FILES, confirm_dialog, visit
 
-DROP_FILES = """async (files) => {
-  const transfer = new DataTransfer();
-  for (const f of files) {
-    const bytes = Uint8Array.from(atob(f.b64), c => c.charCodeAt(0));
-    transfer.items.add(new File([bytes], f.name, {type: 'application/pdf'}));
-  }
-  const uploader = document.querySelector('.q-uploader');
-  uploader.dispatchEvent(new DragEvent('dragover', {dataTransfer: transfer, bubbles: true, cancelable: true}));
-  for (let i = 0; i < 50 && !document.querySelector('.q-uploader__dnd'); i++) {
-    await new Promise(r => setTimeout(r, 20));
-  }
-  document.querySelector('.q-uploader__dnd')
-    .dispatchEvent(new DragEvent('drop', {dataTransfer: transfer, bubbles: true, cancelable: true}));
-}"""
 TEXT_IS = "([sel, want]) => { const el = document.querySelector(sel); return !!el && el.innerText.trim() === want; }"
 CHART_DATA = "(sel) => JSON.stringify((document.querySelector(sel).data || []).map(t => [t.x, t.y]))"
 KPIS = ["enqueued", "processing", "completed", "failed", "cancelled", "tokens", "llm-cost", "median-latency",
         "confidence"]
 CHARTS = ["throughput", "cost_agent", "cost_customer", "latency", "confidence"]
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
@@ -59,16 +30,6 @@ def page(browser, app_server) -> Page:
     page.goto(f"{server.url}/login?token={TOKEN}")
     yield page
     context.close()
-
-
-def visit(page: Page, url: str) -> None:
-    """Opens a page and waits until its live connection is up and, on the dashboard, its charts are
-    drawn and the browser is idle (Plotly's first render busies a fresh page for a moment)."""
-    page.goto(url)
-    page.wait_for_function("() => window.did_handshake === true")
-    if url.endswith("/dashboard"):
-        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 5")
-        page.evaluate("() => new Promise(done => requestIdleCallback(done, {timeout: 3000}))")
 
 
 def kpi(page: Page, name: str) -> int:
@@ -219,8 +180,10 @@ def test_retry_and_cancel_from_the_table(page, app_server):
     status = lambda task: page.locator(f'[data-testid="status-{task.id}"]')  # noqa: E731
     expect(status(broken)).to_have_text("failed")
     page.locator(f'[data-testid="cancel-{waiting.id}"]').click()
+    confirm_dialog(page, "Cancel 1 task?")
     expect(status(waiting)).to_have_text("cancelled")
     page.locator(f'[data-testid="retry-{broken.id}"]').click()
+    confirm_dialog(page, "Run 1 failed or cancelled task again?")
     expect(status(broken)).to_have_text("enqueued")
     assert queue.get_task(conn, waiting.id).cancelled_by == "operator"
     assert queue.get_task(conn, broken.id).retried_by == "operator"
@@ -228,6 +191,7 @@ def test_retry_and_cancel_from_the_table(page, app_server):
         page.locator("tr", has=status(task)).locator(".q-checkbox").click()
     expect(page.locator('[data-testid="cancel-selected"]')).to_be_enabled()
     page.locator('[data-testid="cancel-selected"]').click()
+    confirm_dialog(page, "Cancel 2 tasks?")
     for task in bulk:
         expect(status(task)).to_have_text("cancelled")
     assert {queue.get_task(conn, t.id).status.value for t in bulk} == {"cancelled"}

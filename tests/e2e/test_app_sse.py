@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
-import pytest
 
 from schema import db, queue
-from tests.e2e.app_harness import TOKEN, SseReader, complete, start_app
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
-
-
-def _wait(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
+from tests.e2e.app_harness import TOKEN, SseReader, complete
+from tests.waiting import wait_until
 
 
 def test_every_state_change_of_100_tasks_arrives_in_order(app_server):
@@ -34,7 +16,7 @@ def test_every_state_change_of_100_tasks_arrives_in_order(app_server):
     reader = SseReader(f"{server.url}/api/events", {"Authorization": f"Bearer {TOKEN}"})
     reader.start()
     assert reader.connected.wait(10)
-    _wait(lambda: reader.messages and reader.messages[0][0] == "snapshot", 10, "the snapshot")
+    wait_until(lambda: reader.messages and reader.messages[0][0] == "snapshot", timeout=10, message="the snapshot")
     start_id = reader.messages[0][1]
 
     # Four writers at once, as a worker fleet would: enqueue, claim in batches, finish each task.
@@ -77,8 +59,8 @@ def test_every_state_change_of_100_tasks_arrives_in_order(app_server):
         for event in reader.task_events():
             got.setdefault(event["task_id"], []).append(event)
         return got
-    _wait(lambda: sum(len(v) for v in delivered().values()) >= sum(len(v) for v in expected.values()), 15,
-          "every event")
+    wait_until(lambda: sum(len(v) for v in delivered().values()) >= sum(len(v) for v in expected.values()),
+               timeout=15, message="every event")
     reader.close()
     got = delivered()
     for task_id, events in expected.items():
@@ -103,13 +85,14 @@ def test_resume_with_last_event_id_replays_what_was_missed(app_server):
     reader = SseReader(f"{server.url}/api/events",
                        {"Authorization": f"Bearer {TOKEN}", "Last-Event-ID": str(mark)})
     reader.start()
-    _wait(lambda: len(reader.task_events()) >= 2, 10, "the replay")
+    wait_until(lambda: len(reader.task_events()) >= 2, timeout=10, message="the replay")
     replayed = reader.task_events()
     assert [(e["task_id"], e["status"]) for e in replayed[:2]] == [(second.id, "enqueued"), (second.id, "cancelled")]
     assert all(e["task_id"] != first.id for e in replayed)
     assert not [m for m in reader.messages if m[0] == "snapshot"]
     queue.cancel(conn, first.id, actor="sse-test")
-    _wait(lambda: any(e["task_id"] == first.id for e in reader.task_events()), 5, "a live event after the replay")
+    wait_until(lambda: any(e["task_id"] == first.id for e in reader.task_events()), timeout=5,
+               message="a live event after the replay")
     reader.close()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,8 @@ import psycopg
 import pytest
 
 from schema import queue
-from tests.e2e.app_harness import TOKEN, SseReader, start_app, wait_until
+from tests.e2e.app_harness import TOKEN, SseReader, start_app
+from tests.waiting import wait_until
 
 SAMPLES = Path(__file__).resolve().parents[2] / "app" / "samples"
 
@@ -84,12 +84,8 @@ def test_a_sample_is_extracted_by_the_cohosted_worker(app_server):
         created = http.post("/api/tasks", data={"customer": "Worker Co"},
                             files=[("files", (sample.name, sample.read_bytes(), "application/pdf"))])
         task_id = created.json()["files"][0]["task_id"]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            detail = http.get(f"/api/tasks/{task_id}").json()
-            if detail["status"] in ("completed", "failed"):
-                break
-            time.sleep(0.25)
+        detail = wait_until(lambda: (lambda d: d if d["status"] in ("completed", "failed") else None)(
+            http.get(f"/api/tasks/{task_id}").json()), timeout=120, interval=0.25, message="the sample to finish")
     assert detail["status"] == "completed", detail.get("error") or server.log()
     assert detail["result"]["fields"]["invoice_number"]["value"] == "INV-2024-0117"
     [attempt] = detail["attempts"]

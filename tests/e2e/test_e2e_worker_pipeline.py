@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from schema import db, queue
-from tests.worker_helpers import (Proc, free_port, make_invoice_pdf, quire, quire_env, wait_for_http,
-                                  wait_until)
+from tests.waiting import wait_until
+from tests.worker_helpers import Proc, free_port, make_invoice_pdf, quire, quire_env, wait_for_http
 from worker.tracking import tracking_uri_beside
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from schema import db, queue
-from tests.worker_helpers import (Proc, counts_by_status, free_port, quire, quire_env, wait_for_http,
-                                  wait_until)
+from tests.waiting import wait_until
+from tests.worker_helpers import Proc, counts_by_status, free_port, quire, quire_env, wait_for_http
 
 CONFIG = """
 [agents.bulk]

@@ -8,7 +8,8 @@ import signal
 import pytest
 
 from schema import db
-from tests.worker_helpers import Proc, make_invoice_pdf, quire, quire_env, wait_until
+from tests.waiting import wait_until
+from tests.worker_helpers import Proc, make_invoice_pdf, quire, quire_env
 
 
 def submit(env, tmp_path, count: int) -> None:

@@ -11,6 +11,7 @@ from app import services
 from schema import db, queue
 from schema.settings import Settings
 from tests.e2e.app_harness import make_pdf
+from tests.unit.agents.agents_samples import no_pages_pdf
 
 
 @pytest.fixture
@@ -57,6 +58,46 @@ def test_a_known_document_is_offered_not_rerun(pool, settings, conn):
     [rerun] = _submit(pool, settings, [services.Upload("a.pdf", data)], rerun_duplicates=True,
                       parent_id=first.task_id)
     assert rerun.outcome == "created" and queue.get_task(conn, rerun.task_id).parent_id == first.task_id
+
+
+def test_a_rerun_without_a_named_parent_links_to_the_task_it_repeats(pool, settings, conn):
+    queue.configure_agent(conn, "docs")
+    data = make_pdf("rerun link")
+    [first] = _submit(pool, settings, [services.Upload("a.pdf", data)])
+    [rerun] = _submit(pool, settings, [services.Upload("a.pdf", data)], rerun_duplicates=True)
+    assert queue.get_task(conn, rerun.task_id).parent_id == first.task_id
+    assert queue.get_task(conn, first.task_id).priority == 5  # the one default, as the upload page's
+
+
+def test_upload_messages_read_as_a_person_expects(pool, settings, conn, tmp_path):
+    queue.configure_agent(conn, "docs")
+    long_name = "Quarterly statement " + "x" * 200 + ".PDF"
+    uploads = [services.Upload("one.pdf", make_pdf("one", pages=1)),
+               services.Upload("empty-pages.pdf", no_pages_pdf()),
+               services.Upload(long_name, make_pdf("long name")),
+               # Only the first bytes past the limit are read; the full size is what the message says.
+               services.Upload("over.pdf", b"%PDF-" + b"0" * 1_000_001, size=1_000_001),
+               services.Upload("way-over.pdf", b"%PDF-" + b"0" * 1_000_001, size=52_400_000)]
+    results = {r.name: r for r in _submit(pool, settings, uploads)}
+    assert results["empty-pages.pdf"].error == "empty-pages.pdf: the PDF has no pages"
+    assert results["over.pdf"].error == "over.pdf: 1.1 MB is over the 1 MB limit"  # never "1.0 MB over 1 MB"
+    assert results["way-over.pdf"].error == "way-over.pdf: 52.4 MB is over the 1 MB limit"
+    stored = queue.get_task(conn, results[long_name].task_id).document_uri
+    assert stored.endswith(".pdf") and len(Path(stored).name) <= 120
+    assert queue.get_task(conn, results[long_name].task_id).document_name == long_name
+
+
+def test_megabytes_round_sensibly():
+    from app.documents import megabytes
+
+    assert [megabytes(n) for n in (50_000_000, 52_400_000, 1_500_000)] == ["50", "52.4", "1.5"]
+    assert megabytes(50_000_001, up=True) == "50.1"
+
+
+def test_from_after_to_is_rejected_with_a_message():
+    with pytest.raises(ValueError, match="after"):
+        services.make_filter("2024-03-05", "2024-03-01")
+    assert services.make_filter("2024-03-01", "2024-03-01").date_from is not None  # one whole day is fine
 
 
 def test_an_unknown_agent_rejects_every_file(pool, settings):

@@ -132,5 +132,7 @@ def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
     rows, _ = stats.task_list_keyset(conn, TaskFilter(needs_review=True), sort="id", descending=False, limit=10)
     total = stats.task_count(conn, TaskFilter(needs_review=True))
     assert total == 4 and len(rows) == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    charts = stats.stats_charts_filtered(conn, TaskFilter(needs_review=True), start=None, end=None)
+    assert sum(b["n"] for b in charts.confidence_bins) == 4 and charts.confidence_bins[0]["lo"] == 0.4
     assert stats.needs_review("completed", 0.42) and not stats.needs_review("completed", 0.9)
     assert not stats.needs_review("failed", None)

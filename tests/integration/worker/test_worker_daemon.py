@@ -8,16 +8,9 @@ import logging
 from schema import queue
 from schema.settings import Settings
 from tests.factories import make_agent, make_task
+from tests.waiting import wait_until_async
 from tests.worker_helpers import counts_by_status
 from worker.daemon import WorkerDaemon
-
-
-async def until(condition, *, timeout: float, message: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(condition):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        await asyncio.sleep(0.05)
 
 
 def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, tmp_path, caplog):
@@ -32,12 +25,12 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
     async def host() -> None:
         stop = asyncio.Event()
         running = asyncio.create_task(daemon.run(stop))
-        await until(lambda: counts_by_status(db_dsn) == {"completed": 12}, timeout=30, message="the backlog")
-        await until(lambda: daemon.listener.live, timeout=10,
-                    message="the LISTEN connection")
+        await wait_until_async(lambda: counts_by_status(db_dsn) == {"completed": 12}, blocking=True, timeout=30,
+                               message="the backlog")
+        await wait_until_async(lambda: daemon.listener.live, timeout=10, message="the LISTEN connection")
         late = await asyncio.to_thread(make_task, conn, "bench")
-        await until(lambda: queue.get_task(conn, late.id).status.value == "completed", timeout=10,
-                    message="the task enqueued after the backlog")
+        await wait_until_async(lambda: queue.get_task(conn, late.id).status.value == "completed", blocking=True,
+                               timeout=10, message="the task enqueued after the backlog")
         stop.set()
         await asyncio.wait_for(running, 30)
 

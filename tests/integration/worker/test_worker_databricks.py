@@ -14,7 +14,8 @@ from schema import db, queue
 from schema.settings import Settings
 from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_databricks import FakeDatabricks
-from tests.worker_helpers import serve_in_thread, wait_until
+from tests.waiting import wait_until
+from tests.worker_helpers import serve_in_thread
 from worker.claimer import Claimer, ClaimerConfig
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
 from worker.heartbeats import Heartbeats

@@ -11,7 +11,9 @@ import pytest
 
 from schema import db, queue
 from tests.factories import make_agent, make_task
-from tests.worker_helpers import make_invoice_pdf, wait_until
+from tests.waiting import wait_until
+from tests.worker_helpers import make_invoice_pdf
+from schema.stats import StreamEvent
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
@@ -222,6 +224,7 @@ def test_worker_start_failure_fails_the_attempt(pool, conn, tmp_path):
 
 
 def test_worker_wakes_on_new_and_freed_work():
-    assert wants_claim([{"e": 1, "id": 5, "a": "docs", "s": "enqueued", "p": None}])
-    assert wants_claim([{"e": 2, "id": 5, "a": "docs", "s": "completed", "p": "processing"}])
-    assert not wants_claim([{"e": 3, "id": 5, "a": "docs", "s": "processing", "p": "enqueued"}])
+    assert wants_claim([StreamEvent.from_notify({"e": 1, "id": 5, "a": "docs", "s": "enqueued", "p": None})])
+    assert wants_claim([StreamEvent.from_notify({"e": 2, "id": 5, "a": "docs", "s": "completed", "p": "processing"})])
+    assert not wants_claim([StreamEvent.from_notify({"e": 3, "id": 5, "a": "docs", "s": "processing",
+                                                     "p": "enqueued"})])

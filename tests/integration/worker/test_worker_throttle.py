@@ -32,8 +32,7 @@ def test_worker_backs_off_an_agent_whose_endpoint_rate_limits_until_the_429s_sto
                                                                                    monkeypatch):
     with RateLimitedChat(QUOTA, latency_seconds=0.01) as endpoint:
         monkeypatch.setenv("QUIRE_LLM_BASE_URL", endpoint.url)
-        monkeypatch.setenv("QUIRE_LLM_MODEL", "fake-quota")
-        make_agent(conn, "llm", executor="local", max_tpm=MAX_TPM, lease_seconds=300,
+        make_agent(conn, "llm", executor="local", max_tpm=MAX_TPM, lease_seconds=300, model="fake-quota",
                    settings={"extractor": "llm"})
         tasks = [make_task(conn, "llm", document_uri=str(make_invoice_pdf(tmp_path / f"inv-{n}.pdf",
                                                                          number=f"INV-{n}")), pages=1)

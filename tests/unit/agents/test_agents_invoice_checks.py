@@ -112,3 +112,12 @@ def test_real_invoices_from_packages_are_classified_and_totalled(name):
     fields = extract_invoice(DocView.of(document.pages))
     assert fields["total"].value == pytest.approx(truth["total"], abs=0.01)
     assert fields["issue_date"].value == truth["issue_date"]
+
+
+def test_a_sentence_mentioning_the_invoice_gives_no_number():
+    fields = extract_invoice(view_of(
+        "This invoice is for the billing period July 1 - July 31, 2014\nTotal $4.11\n"
+        "Please quote the invoice number when you pay. Bank details: ABA 321399963"))
+    assert fields["invoice_number"].value is None
+    assert extract_invoice(view_of("Invoice 2024-118\nTotal 10.00 EUR"))[
+        "invoice_number"].value == "2024-118"
