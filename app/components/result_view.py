@@ -19,7 +19,8 @@ FIELD_LABELS = {
 def fact(label: str, value: str, *, mono: bool = False, title: str | None = None) -> None:
     with ui.column().classes("gap-0 min-w-0"):
         ui.label(label).classes("quire-kpi-label")
-        text = ui.label(value).classes("text-sm text-slate-900 truncate" + (" quire-mono" if mono else ""))
+        # As wide as its grid cell and no wider: a long value is cut with an ellipsis on a phone.
+        text = ui.label(value).classes("text-sm text-slate-900 truncate w-full" + (" quire-mono" if mono else ""))
         if title:
             text.tooltip(title)
 
