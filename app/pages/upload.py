@@ -161,6 +161,17 @@ class UploadForm:
             self.positions_dirty = True  # the timer picks it up within the second
             return
         self.positions_at, self.positions_dirty = time.monotonic(), False
+        ids = self.batch.queued_ids()
+        if ids:
+            spots = await foresight.queue_spots(self.pool, self.settings, ids[:2000])
+            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds)) if x)
+                                  for i, s in spots.items()})
+        for batch_id, panel in self.panels.items():
+            if panel.comparison.visible:
+                continue
+            outcome = await foresight.batch_outcome(self.pool, batch_id)
+            if outcome.done:
+                panel.show_outcome(outcome.comparison())
 
     async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
         if entry.upload is None:

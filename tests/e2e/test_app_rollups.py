@@ -14,10 +14,11 @@ from tests.e2e.app_harness import complete, start_app
 def app_server(pg_server_dsn, template_db, tmp_path_factory):
     server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory, QUIRE_WORKER="off")
     queue.configure_agent(conn, "figures")
-    for customer in ("Chart Co", "Chart Co", "Other Co"):
-        queue.enqueue(conn, agent="figures", document_uri="/x/c.pdf", customer=customer)
+    for _ in range(2):
+        queue.enqueue(conn, agent="figures", document_uri="/x/c.pdf", customer="Chart Co")
     for claim in queue.claim(conn, agent="figures", worker_id="w", limit=2):
         complete(conn, claim.attempt_id, confidence=0.8, tokens=(1000, 100), cost=0.01)
+    queue.enqueue(conn, agent="figures", document_uri="/x/c.pdf", customer="Other Co")  # never claimed
     yield server, conn
     teardown()
 

@@ -151,18 +151,21 @@ def test_retry_at_a_higher_priority_from_row_bulk_and_detail(page, app_server):
     visit(page, f"{server.url}/dashboard")
     pick(page, "retry-priority", "9 · urgent")
     page.locator(f'[data-testid="retry-{failed[0]}"]').click()
+    page.locator('[data-testid="confirm-yes"]').click()  # the table asks before it retries
     expect(page.locator(f'[data-testid="status-{failed[0]}"]')).to_have_text("enqueued")
     assert queue.get_task(conn, failed[0]).priority == 9
     pick(page, "retry-priority", "7 · high")
     for task_id in failed[1:3]:
         page.locator("tr", has=page.locator(f'[data-testid="status-{task_id}"]')).locator(".q-checkbox").click()
     page.locator('[data-testid="retry-selected"]').click()
+    page.locator('[data-testid="confirm-yes"]').click()
     for task_id in failed[1:3]:
         expect(page.locator(f'[data-testid="status-{task_id}"]')).to_have_text("enqueued")
         assert queue.get_task(conn, task_id).priority == 7
     visit(page, f"{server.url}/tasks/{failed[3]}")
     pick(page, "detail-retry-priority", "5 · normal")
     page.locator('[data-testid="detail-retry"]').click()
+    page.locator('[data-testid="confirm-yes"]').click()
     expect(page.locator('[data-testid="task-status"]')).to_have_text("enqueued")
     assert queue.get_task(conn, failed[3]).priority == 5
     # Left alone, the retry keeps the task's own priority.
