@@ -55,6 +55,7 @@ class Agent:
     settings: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    config_error: str | None = None  # why it cannot run as configured; its tasks wait meanwhile
 
     @property
     def throttled(self) -> bool:

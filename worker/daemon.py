@@ -15,6 +15,7 @@ from typing import Any, Callable
 from schema import db, queue
 from schema.settings import Settings
 from worker import logs
+from worker.agent_check import check_agents
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
@@ -102,6 +103,10 @@ class WorkerDaemon:
             raise
         executors = build_executors(LocalConfig(runs_dir=self.settings.data_dir / "runs",
                                                 tracking_uri=tracking_uri))
+        try:
+            await call(self._check_agents, pool, executors)
+        except Exception as exc:  # the claim still skips agents already found misconfigured
+            logs.problem("check agents", exc, worker=self.worker_id)
         claim_wake, beat_wake, drained = Wakeup(loop), Wakeup(loop), Wakeup(loop)
 
         def settled() -> None:
@@ -163,6 +168,11 @@ class WorkerDaemon:
                 executor.close()
             threads.shutdown(wait=False, cancel_futures=True)
             logs.change("worker", "stopped", worker=self.worker_id)
+
+    def _check_agents(self, pool, executors: Mapping[str, Any]) -> None:
+        """Marks agents this worker cannot run as configured: nothing is claimed for them."""
+        with pool.connection(timeout=10) as conn:
+            check_agents(conn, executors=executors, worker_id=self.worker_id)
 
     async def _tracking(self, call) -> tuple[str | None, asyncio.Future | None]:
         """The tracking URI agents get, and the set-up of its store if that goes on in the background.

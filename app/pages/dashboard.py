@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse
 from nicegui import app, ui
 
 from app import services
+from app.components.agent_problems import AgentProblems
 from app.components.charts import ChartsBoard
 from app.components.filters import FilterBar
 from app.components.kpis import KpiBoard
@@ -39,6 +40,7 @@ class Dashboard:
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
+        self.agent_problems = AgentProblems()
         self.filters = FilterBar(self.apply_filter)
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
         self.charts = ChartsBoard()
@@ -91,6 +93,7 @@ class Dashboard:
 
     async def on_poll(self) -> None:
         self.filters.set_options(await services.filter_options(self.pool))
+        self.agent_problems.update(await services.agent_config_errors(self.pool))
         await self.refresh_all()
 
 
@@ -102,6 +105,7 @@ async def dashboard_page(request: Request):
     with frame(who, active="dashboard"):
         board = Dashboard(who)
         board.filters.set_options(await services.filter_options(board.pool))
+        board.agent_problems.update(await services.agent_config_errors(board.pool))
         await board.refresh_all()
     watch(board.on_events, board.on_poll)
     ui.timer(1.0, board.redraw_charts_if_due)

@@ -46,7 +46,7 @@ WHERE id = ANY(%(ids)s::bigint[]) AND waiting_since IS NULL;
 -- %(unthrottled_only)s lets it run alone, as its own transaction, for agents without limits.
 WITH agent AS (
     SELECT name, lease_seconds, executor FROM agents
-    WHERE name = %(agent)s
+    WHERE name = %(agent)s AND config_error IS NULL  -- a misconfigured agent's tasks wait
       AND (NOT %(unthrottled_only)s OR (max_concurrent_tasks IS NULL AND max_tpm IS NULL))
 ), picked AS (
     SELECT id FROM tasks

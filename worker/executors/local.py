@@ -92,6 +92,8 @@ class LocalExecutor(Executor):
         """The agent's environment: its secret and tracking URI in, the worker's keys out."""
         env = {k: v for k, v in os.environ.items() if k not in WITHHELD_ENV}
         env["QUIRE_CALLBACK_SECRET"] = launch.secret
+        if launch.agent.model:  # the model configured for the agent travels with its run
+            env["QUIRE_LLM_MODEL"] = launch.agent.model
         # The agent's own heartbeats keep its lease if this worker dies before it does.
         env["QUIRE_HEARTBEAT_SECONDS"] = f"{max(1.0, launch.agent.lease_seconds / 3):g}"
         if self.config.tracking_uri:
