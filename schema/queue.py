@@ -222,7 +222,7 @@ def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime 
     scan = limit if agent.max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
     candidates = [Candidate(**r) for r in
                   _rows(conn, "task_candidates_for_admission", {"agent": agent.name, "now": now, "scan": scan})]
-    clock = now or conn.execute("SELECT now() AS now").fetchone()["now"]
+    clock = now or _row(conn, "clock_now_one")["now"]
     decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=agent.max_concurrent_tasks,
                      max_tpm=agent.max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
     if decision.now_waiting:

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from schema.sql import fetch_all, fetch_one, q
+from schema.sql import fetch_all, fetch_one, q, run_query
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
 TASK_SORT_KEYS: dict[str, str] = {
@@ -117,11 +117,7 @@ def _composed(name: str, order_by: sql.Composable | None = None) -> sql.Composed
 
 def _run(conn: psycopg.Connection, name: str, params: dict[str, Any],
          order_by: sql.Composable | None = None) -> list[dict[str, Any]]:
-    from psycopg.rows import dict_row
-
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(_composed(name, order_by), params)
-        return cur.fetchall()
+    return run_query(conn, _composed(name, order_by), params)
 
 
 def status_counts(conn: psycopg.Connection) -> dict[str, Any]:

@@ -198,3 +198,7 @@ RETURNING *;
 -- name: task_events_for_task
 -- A task's timeline: every state change in order, with who caused it where known.
 SELECT id, status, prev_status, actor, at FROM task_events WHERE task_id = %(task_id)s ORDER BY id;
+
+-- name: clock_now_one
+-- The transaction's time, for decisions made in Python when the caller did not set the clock.
+SELECT now() AS now;
