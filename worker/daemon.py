@@ -1,4 +1,5 @@
-"""The worker daemon: starts, supervises and stops the claim loop, heartbeats, sweeper and cost reconciler."""
+"""The worker daemon: starts, supervises and stops the claim loop, heartbeats, sweeper and cost reconciler,
+each in worker.service.service_loop."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
 from worker.runs import RunTable, RunTableConfig
+from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
 from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
@@ -136,10 +138,14 @@ class WorkerDaemon:
 
         claim_stop, services_stop = asyncio.Event(), asyncio.Event()
         services: dict[str, Callable[[], Any]] = {
-            "claimer": lambda: claimer.loop(claim_stop, claim_wake, call),
-            "heartbeats": lambda: heartbeats.loop(services_stop, beat_wake, call),
-            "sweeper": lambda: sweeper.loop(services_stop, call),
-            "costs": lambda: costs.loop(services_stop, call),
+            "claimer": lambda: service_loop("claim", claimer.round, claimer.config.poll_seconds, claim_stop,
+                                            claim_wake, run=call, worker_id=self.worker_id),
+            "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
+                                               services_stop, beat_wake, run=call, worker_id=self.worker_id),
+            "sweeper": lambda: service_loop("sweep", sweeper.run_once, sweeper.config.interval_seconds,
+                                            services_stop, run=call, worker_id=self.worker_id),
+            "costs": lambda: service_loop("reconcile costs", costs.run_once, costs.config.interval_seconds,
+                                          services_stop, run=call, worker_id=self.worker_id),
         }
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
