@@ -24,10 +24,12 @@ _WORDS = {
     "euro": "EUR", "euros": "EUR", "dollars": "USD", "dollari": "USD", "dollar": "USD",
     "sterling": "GBP", "sterline": "GBP", "pounds": "GBP", "franken": "CHF",
     "francs suisses": "CHF", "franchi svizzeri": "CHF", "swiss francs": "CHF", "yen": "JPY",
+    "rs": "INR", "rupees": "INR", "rupee": "INR", "reais": "BRL",
 }
 _SYMBOL_ALT = "|".join(re.escape(s) for s in sorted(_SYMBOLS, key=len, reverse=True))
 _CODE_ALT = "|".join(sorted(ISO_CODES))
 _CURRENCY = re.compile(rf"(?:{_SYMBOL_ALT})|\b(?:{_CODE_ALT})\b")
+_RUPEES = re.compile(r"Rs\.?\s?-?\d")
 _CURRENCY_WORD = re.compile(r"\b(" + "|".join(sorted(_WORDS, key=len, reverse=True)) + r")\b",
                             re.IGNORECASE)
 
@@ -144,6 +146,11 @@ def dominant_currency(text: str) -> tuple[str | None, float]:
             counts[code] += 1
     for w in _CURRENCY_WORD.finditer(text):
         counts[_WORDS[w.group(1).lower()]] += 1
+    # "Rs" before a figure, even glued to the word before it by a PDF's spacing ("ofRs -40.00").
+    rupees = len(_RUPEES.findall(text))
+    if rupees > counts["INR"]:
+        counts["INR"] = rupees  # the same mentions the word pattern may already have counted
+    counts = +counts
     if not counts:
         return None, 0.0
     code, n = counts.most_common(1)[0]

@@ -1,4 +1,8 @@
-"""Classify a document as invoice, contract, financial statement or other by keyword scoring."""
+"""Classify a document as invoice, contract, financial statement or other.
+
+Weighted keywords in en, it, fr, de, nl, es and pt, plus structural cues that survive an
+unknown language or wording: a totals block, tax lines, an invoice-number label, a due date.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,25 @@ _KEYWORDS: dict[str, dict[str, float]] = {
         "rechnung": 3, "rechnungsnummer": 3, "rechnungsdatum": 3, "mwst": 1.5, "ust": 1,
         "nettobetrag": 2, "gesamtbetrag": 1.5, "zahlbar bis": 2, "einzelpreis": 1.5,
         "menge": 1, "rechnungsbetrag": 3,
+        # en variants: India (GST), US (sales tax), UK (VAT), receipts
+        "gst": 1.5, "gstin": 2, "cgst": 2, "sgst": 2, "igst": 2, "hsn": 1.5, "sac": 0.5,
+        "sales tax": 2, "vat invoice": 3, "vat registration": 1, "receipt": 2,
+        "payment receipt": 3, "invoice date": 3, "grand total": 2, "total due": 2,
+        "bill": 1, "billing": 1, "sold by": 2, "amount paid": 1.5, "order id": 1,
+        "billing period": 2, "invoice summary": 3, "total amount due": 2.5,
+        # nl
+        "factuur": 3, "factuurnummer": 3, "factuurdatum": 3, "btw": 1.5, "vervaldatum": 2,
+        "te betalen": 2, "totaal": 1, "bedrag": 1, "omschrijving": 1, "aantal": 0.5,
+        "excl. btw": 2, "incl. btw": 2, "btw-nummer": 1, "kvk": 1, "debiteurennummer": 2,
+        "klantnummer": 1, "betalingstermijn": 2,
+        # es
+        "factura": 3, "numero de factura": 3, "fecha de factura": 3, "base imponible": 2.5,
+        "fecha de vencimiento": 2, "total a pagar": 2.5, "importe": 1, "nif": 1, "cif": 1,
+        "precio unitario": 1.5, "cantidad": 0.5, "forma de pago": 1.5, "recibo": 2,
+        # pt
+        "fatura": 3, "nota fiscal": 3, "numero da fatura": 3, "data de emissao": 2,
+        "data de vencimento": 2, "valor total": 1.5, "cnpj": 1.5, "nif": 1, "recibo": 2,
+        "preco unitario": 1.5, "quantidade": 0.5, "impostos": 1, "fatura-recibo": 3,
     },
     "contract": {
         # en
@@ -48,6 +71,10 @@ _KEYWORDS: dict[str, dict[str, float]] = {
         "vertrag": 3, "vertragsparteien": 3, "zwischen": 1, "nachfolgend": 2, "laufzeit": 1.5,
         "kundigung": 1.5, "anwendbares recht": 2.5, "gerichtsstand": 2.5, "vereinbarung": 2,
         "paragraph": 0.5, "unterzeichnet": 1,
+        # nl, es, pt
+        "overeenkomst": 3, "partijen": 2, "looptijd": 1.5, "opzegging": 1.5,
+        "toepasselijk recht": 2.5, "contrato": 3, "las partes": 2, "clausula": 1,
+        "ley aplicable": 2.5, "as partes": 2, "foro": 1, "vigencia": 1,
     },
     "financial_statement": {
         # en
@@ -66,12 +93,32 @@ _KEYWORDS: dict[str, dict[str, float]] = {
         "bilanz": 3, "gewinn- und verlustrechnung": 3, "umsatzerlose": 1.5,
         "jahresuberschuss": 2, "bilanzsumme": 2.5, "summe aktiva": 2.5, "eigenkapital": 2,
         "geschaftsjahr": 1, "jahresabschluss": 3,
+        # nl, es, pt
+        "balans": 2.5, "winst-en-verliesrekening": 3, "jaarrekening": 3, "eigen vermogen": 2,
+        "balance general": 3, "cuenta de perdidas y ganancias": 3, "patrimonio neto": 2,
+        "balanco patrimonial": 3, "demonstracao do resultado": 3, "patrimonio liquido": 2,
     },
 }
 _PATTERNS = {
     doc_type: [(re.compile(rf"(?<!\w){re.escape(k)}(?!\w)"), w) for k, w in words.items()]
     for doc_type, words in _KEYWORDS.items()
 }
+# Structural cues of an invoice in any wording: an amount on a totals or tax line, a label
+# of a document number, a due date. Each counts once, however often it appears.
+_TOTAL_WORDS = (r"total|totale|totaal|gesamt|summe|montant|importe|valor|amount due|balance due|"
+                r"te betalen|a pagar|a payer|zu zahlen|da pagare|grand total|net a payer")
+_TAX_WORDS = r"vat|tva|iva|mwst|ust|btw|gst|cgst|sgst|igst|sales tax|tax|imposta|impuesto|imposto"
+_AMOUNT = r"[-(]?(?:[$€£₹]|rs\.?|inr|eur|usd|gbp|chf|brl)?\s?\d[\d.,' ]*[.,]\d{2}\b"
+_STRUCTURE = [
+    (re.compile(rf"(?<!\w)(?:{_TOTAL_WORDS})\b[^\n\d]{{0,40}}{_AMOUNT}"), 2.0),
+    (re.compile(rf"(?<!\w)(?:{_TAX_WORDS})\b[^\n]{{0,30}}(?:\d{{1,2}}(?:[.,]\d+)?\s?%|{_AMOUNT})"),
+     1.5),
+    (re.compile(r"(?<!\w)(?:invoice|inv|fattura|facture|rechnung|factuur|factura|fatura|faktura|bill|"
+                r"receipt|recibo|nota)\s*(?:no|nr|n|num|number|numero|nummer|#|id)?\.?\s*"
+                r"[:°º#]?\s*[a-z]{0,6}[-/_]?\d[\w/-]*"), 2.0),
+    (re.compile(r"(?<!\w)(?:due date|payment due|vervaldatum|scadenza|echeance|fallig|"
+                r"fecha de vencimiento|data de vencimento|pay by|zahlbar bis)\b"), 1.0),
+]
 # Documents state their type near the top; later pages mostly repeat vocabulary.
 _HEAD_CHARS = 6000
 # Below this score the evidence is too thin to call it any of the known types.
@@ -99,6 +146,11 @@ def classify(text: str) -> Classification:
             hits = min(len(pattern.findall(head)), 3) + 0.5 * min(len(pattern.findall(rest)), 2)
             score += weight * hits
         scores[doc_type] = round(score, 2)
+    # Contracts and statements quote amounts too: the cues count only for a document that
+    # already shows some invoice vocabulary, or shows at least three of the four cues.
+    cues = [weight for pattern, weight in _STRUCTURE if pattern.search(head)]
+    if scores["invoice"] >= 1 or len(cues) >= 3:
+        scores["invoice"] = round(scores["invoice"] + sum(cues), 2)
     best = max(scores, key=scores.get)
     total = sum(scores.values())
     if scores[best] < _MIN_SCORE:

@@ -1,4 +1,4 @@
-"""Find and normalise dates written in English, Italian, French and German to ISO 8601."""
+"""Find and normalise dates written in en, it, fr, de, nl, es and pt to ISO 8601."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from agents.layout import fold
 
 # Month names and abbreviations, accent-folded; the languages agree wherever spellings collide.
 _MONTH_NAMES = {
-    1: "january jan gennaio genn gen janvier janv januar janner jaenner",
-    2: "february feb febbraio febbr fevrier fevr fev februar",
-    3: "march mar marzo mars marz maerz mrz",
-    4: "april apr aprile avril avr",
-    5: "may maggio mag mai",
-    6: "june jun giugno giu juin juni",
-    7: "july jul luglio lug juillet juil juli",
-    8: "august aug agosto ago aout",
-    9: "september sept sep settembre sett set septembre",
-    10: "october oct ottobre ott octobre oktober okt",
-    11: "november nov novembre",
-    12: "december dec dicembre dic decembre dezember dez",
+    1: "january jan gennaio genn gen janvier janv januar janner jaenner januari enero ene janeiro",
+    2: "february feb febbraio febbr fevrier fevr fev februar februari febrero fevereiro",
+    3: "march mar marzo mars marz maerz mrz maart mrt marco",
+    4: "april apr aprile avril avr abril abr",
+    5: "may maggio mag mai mei mayo maio",
+    6: "june jun giugno giu juin juni junio junho",
+    7: "july jul luglio lug juillet juil juli julio julho",
+    8: "august aug agosto ago aout augustus",
+    9: "september sept sep settembre sett set septembre septiembre setiembre setembro",
+    10: "october oct ottobre ott octobre oktober okt octubre outubro",
+    11: "november nov novembre noviembre novembro",
+    12: "december dec dicembre dic decembre dezember dez diciembre dezembro",
 }
 MONTHS = {name: number for number, names in _MONTH_NAMES.items() for name in names.split()}
 _MONTH_ALT = "|".join(sorted(MONTHS, key=len, reverse=True))
@@ -30,10 +30,10 @@ _ISO = re.compile(r"(?<![\d.,/-])(\d{4})([-/.])(\d{1,2})\2(\d{1,2})(?![\d/-]|[.,
 _NUMERIC = re.compile(r"(?<![\d.,/-])(\d{1,2})([./-])(\d{1,2})\2(\d{4}|\d{2})(?![\d/-]|[.,]\d)")
 _DAY_MONTH_YEAR = re.compile(
     rf"(?<![\w])(\d{{1,2}})(?:st|nd|rd|th|er|°|º|\.)?[\s-]*(?:of\s+|de\s+)?({_MONTH_ALT})\.?"
-    r"[\s,/-]*(\d{4})(?!\d)"
+    r"[\s,/-]*(?:de\s+)?(\d{4})(?!\d)"
 )
 _MONTH_DAY_YEAR = re.compile(
-    rf"(?<![\w])({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})(?!\d)"
+    rf"(?<![\w])({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+(\d{{4}})(?!\d)"
 )
 _MONTH_YEAR = re.compile(rf"(?<![\w])({_MONTH_ALT})\.?\s+(\d{{4}})(?!\d)")
 

@@ -22,7 +22,15 @@ IGNORED_LABELS = [
     "steuernummer", "steuer-nr", "iban", "bic", "swift", "order number", "order no",
     "po number", "purchase order", "customer number", "customer no", "client no",
     "kundennummer", "codice cliente", "numero client", "tel", "phone", "fax", "page", "pagina",
-    "seite",
+    "seite", "btw-nummer", "btw nummer", "btw-id", "btw nr", "btw-nr", "kvk", "kvk-nummer",
+    "nif", "cif", "nif/cif", "cnpj", "cpf", "gstin", "gst no", "gst number", "gstin/uin", "pan",
+    "cin", "tin", "vat/tin", "service tax #", "service tax no", "ein", "abn", "ustid",
+    "ust-id", "ustidnr", "uid", "vat in", "vat reg. no", "company number", "company no",
+    "registration number", "rcs", "hrb", "iban", "account number", "account no",
+    "rekeningnummer", "order id", "order no.", "klantnummer", "client id", "id.client",
+    "numero de ligne", "contract no", "kundennr", "numero de client",
+    "n° de client", "n° bon de commande", "n° bon de livraison", "n° de facture associee",
+    "n° contrat", "n° bon de vente", "n° bon de reception", "variable symbol",
 ]
 _NUMBER_PREFIX = re.compile(r"^(?:n[°ºo]\.?|nr\.?|no\.?|num\.?|number|numero|nummer|#)\s*[:.]?\s*",
                             re.IGNORECASE)
@@ -100,6 +108,10 @@ class LabelIndex:
 
     def has_label(self, li: int, ci: int) -> bool:
         return (li, ci) in self._by_cell
+
+    def has_field(self, li: int, ci: int, field: str) -> bool:
+        """Whether the cell holds a label of `field`."""
+        return any(hit.field == field for hit in self._by_cell.get((li, ci), ()))
 
     def candidates(self, field: str, parser: Parser, anchored: bool = False) -> list[Candidate]:
         """Values `parser` accepts near each label of `field`, best first.

@@ -35,8 +35,10 @@ _HEADER_PHRASES = sorted(
 _STOP = re.compile(
     r"^(?:sub-?\s?total|total|totale|totaux|sous-total|imponibile|summe|gesamt|zwischensumme|"
     r"net a payer|amount due|balance due|importo totale|rechnungsbetrag|net amount|net total|"
-    r"nettobetrag|netto|montant ht|montant total|subtotale|importo netto|gesamtbetrag)\b"
-    r"|^(?:vat|iva|tva|mwst|ust|tax|sales tax|gst)\b[\s\d%.,:()]*$"
+    r"nettobetrag|netto|montant ht|montant total|subtotale|importo netto|gesamtbetrag|"
+    r"grand total|totaal|subtotaal|te betalen|base imponible|importe total|total a pagar|"
+    r"valor total|amount paid|payment received|balance|somme a payer)\b"
+    r"|^(?:vat|iva|tva|mwst|ust|tax|sales tax|gst|btw|cgst|sgst|igst)\b[\s\d%.,:()]*$"
 )
 _NUMERIC_KINDS = ("quantity", "unit_price", "amount")
 _LEADING_NUMBER = re.compile(r"^(\d+(?:[.,]\d{1,3})?)\s+(\S.*)$")

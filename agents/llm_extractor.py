@@ -1,20 +1,31 @@
-"""The LLM extractor: page chunks to a chat model, validated JSON answers, one repair retry."""
+"""The LLM extractor: page chunks to a chat model, validated and cross-checked JSON answers.
+
+The offline rules' reading is given to the model as a hint; every answer goes through the same
+schema validation and arithmetic and sanity checks as the offline result, and gets one repair
+round when it fails them (the model sees its reply and the list of problems).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agents.arithmetic import answer_problems, lower_confidence
 from agents.classify import DOCUMENT_TYPES, Classification
 from agents.errors import ExtractionError
 from agents.fields import (
     FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields, overall_confidence, validate_fields,
 )
+from agents.layout import DocView
 from agents.llm import ChatClient, parse_json_object
+from agents.offline import offline_fields
 from agents.pdf import Document
 from agents.prompt import build_messages, chunk_pages
 
 _REPAIR = ("Your reply could not be used: {problems}. Reply again with only the JSON object, "
            "following the rules exactly (ISO dates, plain numbers, ISO 4217 currency codes).")
+_RECHECK = ("Some values in your reply fail the document's checks: {problems}. Read the document "
+            "again and reply with the whole corrected JSON object; where the document itself is "
+            "inconsistent, keep what it prints and lower that field's confidence.")
 
 
 class InvalidAnswer(ValueError):
@@ -74,13 +85,15 @@ class LLMExtractor:
     def _extract(self, client: ChatClient, document: Document, classification: Classification,
                  usage: Usage, tracer: Any) -> Extraction:
         chunks = chunk_pages(document.pages)
+        hint = _offline_hint(document, classification.document_type)
         with tracer.span("extract", "CHAIN", {"extractor": self.name, "chunks": len(chunks),
                                                    "model": client.endpoint.model}) as span:
             doc_type: str | None = None
             fields: dict[str, FieldValue] = {}
             for i, chunk in enumerate(chunks):
                 messages = build_messages(chunk, document.page_count, i, len(chunks),
-                                          classification.document_type, doc_type)
+                                          classification.document_type, doc_type,
+                                          hint=hint if i == 0 else None)
                 answer_type, answer_fields = self._ask(client, messages, doc_type, usage, tracer)
                 if doc_type is None:
                     doc_type = answer_type
@@ -93,6 +106,9 @@ class LLMExtractor:
             agrees = doc_type == classification.document_type
             type_confidence = max(classification.confidence, 0.9) if agrees else 0.75
             fields = {n: fields.get(n, FieldValue()) for n in FIELD_SPECS[doc_type]}
+            if len(chunks) > 1:
+                # The merged answer is checked again: chunks answered separately can disagree.
+                lower_confidence(fields, answer_problems(doc_type, fields))
             extraction = Extraction(
                 document_type=doc_type,
                 fields=fields,
@@ -108,18 +124,52 @@ class LLMExtractor:
              usage: Usage, tracer: Any) -> tuple[str, dict[str, FieldValue]]:
         reply = client.complete(messages, tracer, usage)
         try:
-            return parse_answer(reply.content, fixed_type)
+            doc_type, fields = parse_answer(reply.content, fixed_type)
         except InvalidAnswer as exc:
             problems = str(exc)
-        # One repair round: show the model its reply and what was wrong with it.
+            return self._repair(client, messages, reply.content, problems, fixed_type, usage, tracer)
+        failed = answer_problems(doc_type, fields)
+        if not failed:
+            return doc_type, fields
+        # One repair round for answers that parse but fail the arithmetic and sanity checks.
+        listed = "; ".join(f"{name}: {why}" for name, why in failed.items())
         repair = messages + [
             {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": _RECHECK.format(problems=listed)},
+        ]
+        second = client.complete(repair, tracer, usage)
+        try:
+            doc_type2, fields2 = parse_answer(second.content, fixed_type)
+        except InvalidAnswer:
+            lower_confidence(fields, failed)  # the repair broke the schema: keep the first, doubted
+            return doc_type, fields
+        lower_confidence(fields2, answer_problems(doc_type2, fields2))
+        return doc_type2, fields2
+
+    def _repair(self, client: ChatClient, messages: list[dict], content: str, problems: str,
+                fixed_type: str | None, usage: Usage, tracer: Any) -> tuple[str, dict[str, FieldValue]]:
+        # One repair round: show the model its reply and what was wrong with it.
+        repair = messages + [
+            {"role": "assistant", "content": content},
             {"role": "user", "content": _REPAIR.format(problems=problems)},
         ]
         second = client.complete(repair, tracer, usage)
         try:
-            return parse_answer(second.content, fixed_type)
+            doc_type, fields = parse_answer(second.content, fixed_type)
         except InvalidAnswer as exc:
             raise ExtractionError(
                 f"the model returned an invalid answer twice (first: {problems}; after "
                 f"repair: {exc})") from None
+        lower_confidence(fields, answer_problems(doc_type, fields))
+        return doc_type, fields
+
+
+def _offline_hint(document: Document, type_hint: str) -> dict[str, Any] | None:
+    """The offline rules' values for the classifier's type, for the model to verify."""
+    try:
+        fields = offline_fields(DocView.of(document.pages), type_hint)
+    except Exception:  # a hint is optional: a rule failing on an odd layout must not stop the run
+        return None
+    found = {name: fv.value for name, fv in fields.items()
+             if fv.value is not None and name != "line_items"}
+    return found or None

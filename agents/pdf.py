@@ -13,6 +13,7 @@ import pypdfium2.raw as pdfium_raw
 
 from agents.errors import DocumentError
 from agents.layout import Glyph, Page, lines_from_glyphs, lines_from_text
+from agents.ocr import ocr_page, ocr_problem
 
 # PDF readers accept the header anywhere in the first KiB (some generators prepend junk).
 _HEADER_WINDOW = 1024
@@ -45,6 +46,7 @@ class Document:
     sha256: str
     size_bytes: int
     pages: list[Page] = field(default_factory=list)
+    ocr_pages: list[int] = field(default_factory=list)
 
     @property
     def page_count(self) -> int:
@@ -103,19 +105,38 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
         if len(pdf) == 0:
             raise DocumentError(f"{name}: the PDF has no pages")
         pages = [_read_page(pdf, index, name) for index in range(len(pdf))]
+        ocr_pages = _ocr_missing_text(pdf, pages, name)
     finally:
         pdf.close()
     if not any(page.lines for page in pages):
-        raise DocumentError(
-            f"{name}: the PDF has no extractable text (a scanned image? OCR is not supported)"
-        )
+        raise DocumentError(f"{name}: the PDF has no extractable text, and OCR found none either")
     return Document(
         source=source,
         name=name,
         sha256=hashlib.sha256(data).hexdigest(),
         size_bytes=len(data),
         pages=pages,
+        ocr_pages=ocr_pages,
     )
+
+
+def _ocr_missing_text(pdf: pdfium.PdfDocument, pages: list[Page], name: str) -> list[int]:
+    """OCR every page without a text layer (scans); the numbers of the pages read that way."""
+    missing = [i for i, page in enumerate(pages) if not page.lines]
+    if not missing:
+        return []
+    problem = ocr_problem()
+    if problem:
+        if len(missing) == len(pages):
+            raise DocumentError(f"{name}: the PDF is a scanned image without text, and {problem}")
+        return []  # a blank page among text pages: nothing lost without OCR
+    for index in missing:
+        page = pdf[index]
+        try:
+            pages[index] = Page(number=index + 1, lines=ocr_page(page))
+        finally:
+            page.close()
+    return [index + 1 for index in missing]
 
 
 def _load_failure(data: bytes, exc: pdfium.PdfiumError) -> str:

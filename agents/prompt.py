@@ -26,12 +26,47 @@ _KIND_HELP = {
                   '"amount": number}',
 }
 
+# What each field means, where readers most often go wrong.
+_DEFINITIONS = {
+    "issuer": "the seller who issued the invoice (letterhead, owner of the VAT/GST number, "
+              "'from'/'seller' block, legal footer), never the bill-to/ship-to/customer",
+    "invoice_number": "the invoice's own number, never a VAT/GST/company ID, order or customer "
+                      "number",
+    "issue_date": "the invoice date, not the order, delivery or due date",
+    "due_date": "the payment deadline",
+    "subtotal": "the total before tax (after discounts)",
+    "tax": "the total tax (VAT, GST, sales tax)",
+    "total": "the amount payable including tax: subtotal + tax (- discounts + shipping) = total",
+    "line_items": "the billed lines",
+    "parties": "the contracting parties' names in order of introduction",
+    "effective_date": "the date the contract takes effect",
+    "term_months": "the initial term in months, not renewals or notice periods",
+    "governing_law": "the jurisdiction, e.g. 'England and Wales', 'New York', 'Italy'",
+    "total_value": "the contract's total value, not a liability cap",
+    "company": "the reporting company",
+    "period_end": "the last day of the reported period",
+    "revenue": "revenue or turnover of the current period, in full units",
+    "net_income": "net profit (negative for a loss) of the current period",
+    "total_assets": "total assets at period end",
+    "currency": "ISO 4217 code of the amounts",
+}
+_EXAMPLES = {
+    "invoice": '{"issuer": "Brouwer & Zonen B.V.", "invoice_number": "2024-0387", '
+               '"issue_date": "2024-03-14", "subtotal": 450.0, "tax": 94.5, "total": 544.5, '
+               '"currency": "EUR"}',
+    "contract": '{"parties": ["Delta Logistics Ltd", "Epsilon Retail Inc."], '
+                '"effective_date": "2024-01-02", "term_months": 24, "governing_law": "New York"}',
+    "financial_statement": '{"company": "Rossi S.p.A.", "period_end": "2023-12-31", '
+                           '"revenue": 12500000.0, "net_income": -350000.0, "currency": "EUR"}',
+}
+
 SYSTEM_PROMPT = """You extract structured data from business documents (contracts, invoices, \
-financial statements) written in English, Italian, French or German.
+financial statements) written in English, Italian, French, German, Dutch, Spanish, Portuguese \
+or other languages, and from scanned pages read by OCR.
 Reply with one JSON object and nothing else, shaped as:
 {"document_type": "<invoice|contract|financial_statement|other>",
  "fields": {"<field name>": {"value": <value or null>, "confidence": <number 0..1>}}}
-Fields by document type (name: value type):
+Fields by document type (name: value type; meaning):
 %s
 Rules: dates as YYYY-MM-DD; amounts as plain JSON numbers in full units (apply any "in \
 thousands" scale); currencies as ISO 4217 codes; a field not present in the text has value \
@@ -62,8 +97,10 @@ def _schema_text() -> str:
     lines = []
     for doc_type, spec in FIELD_SPECS.items():
         if spec:
-            described = ", ".join(f"{name}: {_KIND_HELP[kind]}" for name, kind in spec.items())
-            lines.append(f"- {doc_type}: {described}")
+            lines.append(f"- {doc_type}:")
+            lines += [f"  {name}: {_KIND_HELP[kind]}; {_DEFINITIONS.get(name, '')}".rstrip("; ")
+                      for name, kind in spec.items()]
+            lines.append(f"  example values: {_EXAMPLES[doc_type]}")
     return "\n".join(lines)
 
 
@@ -126,7 +163,8 @@ def _split_page(page: Page, budget: int) -> list[str]:
 
 
 def user_message(chunk: Chunk, total_pages: int, index: int, count: int,
-                 type_hint: str | None, fixed_type: str | None) -> str:
+                 type_hint: str | None, fixed_type: str | None,
+                 hint: dict | None = None) -> str:
     """The document part of one call, with what is already known about the document."""
     lines = []
     if fixed_type:
@@ -134,6 +172,9 @@ def user_message(chunk: Chunk, total_pages: int, index: int, count: int,
                      "use null for fields this part does not contain.")
     elif type_hint:
         lines.append(f"A keyword classifier suggests the document is: {type_hint}.")
+    if hint:
+        lines.append("A rule-based reader found these values; they may be wrong, so check each "
+                     "against the text: " + json.dumps(hint, ensure_ascii=False, default=str))
     lines.append(f"Part {index + 1} of {count}: pages {chunk.first_page}-{chunk.last_page} "
                  f"of {total_pages}.")
     lines.append(chunk.text)
@@ -141,12 +182,13 @@ def user_message(chunk: Chunk, total_pages: int, index: int, count: int,
 
 
 def build_messages(chunk: Chunk, total_pages: int, index: int, count: int,
-                   type_hint: str | None = None, fixed_type: str | None = None) -> list[dict]:
+                   type_hint: str | None = None, fixed_type: str | None = None,
+                   hint: dict | None = None) -> list[dict]:
     """Chat messages for one extraction call."""
     return [
         {"role": "system", "content": system_prompt()},
         {"role": "user", "content": user_message(chunk, total_pages, index, count, type_hint,
-                                                 fixed_type)},
+                                                 fixed_type, hint)},
     ]
 
 

@@ -16,7 +16,8 @@ LEGAL_FORM = re.compile(
     r"(?<![\w.])(?:S\.p\.A\.|SpA|S\.r\.l\.s?|Srl|S\.n\.c\.|S\.a\.s\.|S\.c\.a\.r\.l\.|Ltd\.?|"
     r"Limited|LLC|L\.L\.C\.|Inc\.?|Corp\.?|Corporation|PLC|plc|LLP|GmbH(?: & Co\. KG)?|AG|KG|"
     r"OHG|UG|e\.K\.|S\.A\.S\.|SAS|S\.A\.R\.L\.|SARL|S\.A\.|SA|EURL|SNC|B\.V\.|BV|N\.V\.|NV|"
-    r"S\.L\.|Sagl|SE|Co\.)(?![\w])"
+    r"S\.L\.U?\.?|SLU|S\.A\.U\.|Sagl|SE|Co\.|SASU|Ltda\.?|Lda\.?|V\.O\.F\.|VOF|ApS|s\.r\.o\.|"
+    r"Private Limited|Pvt\.? Ltd\.?)(?![\w])"
 )
 _NAME_END = re.compile(
     r",|\(|;|\s[\"“«]|\s(?:hereinafter|hereafter|a company|a corporation|with (?:its )?registered|"

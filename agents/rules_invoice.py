@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 
 from agents.amounts import dominant_currency
+from agents.arithmetic import is_tax_id, parse_invoice_amount, resolve_totals
 from agents.dates import add_days, find_dates
 from agents.fields import FieldValue, empty_fields
 from agents.labels import (
-    LabelIndex, date_parser, parse_amount_value, parse_currency, parse_identifier, parse_name,
+    LabelIndex, date_parser, parse_currency, parse_identifier,
 )
 from agents.layout import DocView, fold
 from agents.line_items import find_headerless_items, find_tables
-from agents.prose import company_name, legal_names, usual_case
+from agents.issuer import find_issuer
+from agents.prose import usual_case
 
 
 def _labels(spec: str, strength: float = 1.0) -> list[tuple[str, float]]:
@@ -27,15 +29,22 @@ LABELS = {
         "facture n, numero de facture, n° de facture, no de facture, n° facture, "
         "rechnungsnummer, rechnung nr, rechnungs-nr, rechnung-nr, rechnungsnr, re-nr, "
         "beleg-nr, beleg nr, document number, doc. no, n° document, n. documento, "
-        "n° documento, documento n., doc. n.")
+        "n° documento, documento n., doc. n., factuurnummer, factuur nr, factuurnr, "
+        "factuur nummer, numero de factura, n.º de factura, factura n.º, factura n°, factura no, "
+        "factura num, num. factura, numero da fatura, fatura n.º, fatura num, fatura no, "
+        "nota fiscal, invoice id, invoice num, tax invoice no, fatura com impostos num, "
+        "factura num., fatura num., bill number, receipt no, "
+        "receipt number, booking id")
     + _labels("document no, numero documento, belegnummer, number, numero, nummer", 0.75)
-    + _labels("invoice, fattura, facture, rechnung", 0.7),
+    + _labels("invoice, fattura, facture, rechnung, factuur, factura, fatura", 0.7),
     "issue_date": _labels(
         "invoice date, date of invoice, date of issue, issue date, issued on, billing date, "
         "data fattura, data della fattura, data emissione, data di emissione, data documento, "
         "date de facture, date de facturation, date de la facture, date d'emission, "
         "rechnungsdatum, ausstellungsdatum, belegdatum, emise le, emis le, date d'emission, "
-        "issued, data di emissione della fattura")
+        "issued, data di emissione della fattura, factuurdatum, datum factuur, "
+        "fecha de factura, fecha de emision, fecha factura, data da fatura, data de emissao, "
+        "data da emissao, invoice dated, bill date, date of exposure")
     + _labels("date, data, datum, dated, del, du, vom", 0.75),
     "due_date": _labels(
         "due date, payment due, due by, due on, pay by, payable by, date due, scadenza, "
@@ -44,7 +53,8 @@ LABELS = {
         "fallig am, falligkeitsdatum, falligkeit, zahlbar bis, a regler avant le, "
         "a regler le, regler avant le, date limite, paiement avant le, echeance le, "
         "au plus tard le, no later than, entro e non oltre il, spatestens am, spatestens bis, "
-        "payable on, payment date")
+        "payable on, payment date, vervaldatum, uiterste betaaldatum, te betalen voor, "
+        "fecha de vencimiento, vencimiento, data de vencimento, vencimento")
     + _labels("due, fallig, zahlungsziel, payment terms, termini di pagamento, "
               "condizioni di pagamento, conditions de paiement, zahlungsbedingungen", 0.8),
     "total": _labels(
@@ -53,8 +63,14 @@ LABELS = {
         "totale fattura, totale documento, totale da pagare, netto a pagare, totale dovuto, "
         "importo totale, totale complessivo, total ttc, net a payer, montant ttc, total a payer, "
         "montant total, gesamtbetrag, rechnungsbetrag, endbetrag, zu zahlender betrag, "
-        "zahlbetrag, gesamtsumme, bruttobetrag, summe brutto, gesamt brutto")
-    + _labels("total, totale, gesamt, summe, importo, montant", 0.85)
+        "zahlbetrag, gesamtsumme, bruttobetrag, summe brutto, gesamt brutto, "
+        "totaal incl. btw, totaal te betalen, te betalen, totaalbedrag, factuurbedrag, "
+        "total a pagar, importe total, total factura, valor total, total a pagar, "
+        "valor a pagar, somme a payer, montant a payer, total with tax, total amount due, "
+        "total for this invoice, total invoice amount, amount to pay, total payable, "
+        "net payable, total incl. gst, total incl gst, montant ttc, total ttc, "
+        "total com imposto, total com impostos, total com iva, total con iva")
+    + _labels("total, totale, gesamt, summe, importo, montant, totaal, importe", 0.85)
     + _labels("betrag", 0.6),
     "subtotal": _labels(
         "subtotal, sub-total, sub total, net amount, net total, total net, total excl. vat, "
@@ -62,23 +78,41 @@ LABELS = {
         "totale imponibile, subtotale, totale netto, importo netto, totale merce, "
         "total ht, montant ht, warenwert netto, warenwert, "
         "sous-total, sous total, total hors taxes, nettobetrag, zwischensumme, summe netto, "
-        "gesamt netto, nettosumme")
+        "gesamt netto, nettosumme, totaal excl. btw, subtotaal, excl. btw, "
+        "base imponible, subtotal sin iva, importe neto, valor sem impostos, total sem imposto, "
+        "total before gst, taxable value, taxable amount, amount before gst, sem imposto, "
+        "total sem imposto, sin iva")
     + _labels("netto, net", 0.65),
     "tax": _labels(
         "vat, vat amount, tax, tax amount, sales tax, gst, iva, totale iva, importo iva, "
         "imposta, tva, montant tva, total tva, mwst, mwst., mehrwertsteuer, ust, ust., "
-        "umsatzsteuer")
+        "umsatzsteuer, btw, btw-bedrag, totaal btw, iva 21%, cuota iva, cuota de iva, "
+        "total iva, impostos, imposto, total gst, gst amount, igst, cgst + sgst, "
+        "total tax, vat total, total vat, montant tva")
     + _labels("steuer", 0.7),
-    "currency": _labels("currency, valuta, divisa, devise, monnaie, wahrung"),
+    "discount": _labels(
+        "discount, less discount, promotional discount, rabatt, nachlass, sconto, remise, "
+        "korting, descuento, desconto"),
+    "shipping": _labels(
+        "shipping, shipping & handling, shipping and handling, delivery charges, postage, "
+        "spedizione, spese di trasporto, versandkosten, versand, frais de port, "
+        "frais de livraison, verzendkosten, envio, gastos de envio, frete"),
+    "currency": _labels("currency, valuta, divisa, devise, monnaie, wahrung, munt, moneda, moeda"),
     "issuer": _labels(
         "from, seller, supplier, vendor, issued by, bill from, fornitore, cedente, "
         "cedente/prestatore, emittente, venditore, fournisseur, vendeur, emetteur, "
-        "prestataire, lieferant, verkaufer, rechnungssteller, leistungserbringer, absender"),
+        "prestataire, lieferant, verkaufer, rechnungssteller, leistungserbringer, absender, "
+        "sold by, service provider, provider, leverancier, verkoper, afzender, proveedor, "
+        "emisor, vendedor, fornecedor, emitente, prestador, payee, merchant, "
+        "seller name, supplier name, vendor name"),
     "_customer": _labels(
         "bill to, billed to, sold to, ship to, invoice to, customer, client, cliente, "
         "destinatario, committente, cessionario, cessionario/committente, spett.le, spettabile, "
         "facture a, facturer a, facture pour, facturé à, adresse de facturation, destinataire, "
-        "kunde, rechnungsempfanger, empfanger, intestatario, intestato a, customer name"),
+        "kunde, rechnungsempfanger, empfanger, intestatario, intestato a, customer name, "
+        "billing address, shipping address, bill to address, deliver to, delivery address, "
+        "klant, afnemer, factuuradres, factuur aan, facturar a, "
+        "tomador, adquirente, guest name, buyer, purchaser, attn"),
     # Other dates and numbers that sit beside the invoice's own and must not feed them.
     "_other": _labels(
         "order date, date of order, date of supply, delivery date, ship date, data ordine, "
@@ -86,7 +120,10 @@ LABELS = {
         "bestelldatum, lieferdatum, liefertermin, leistungsdatum, gg data fattura, "
         "gg d.f., giorni data fattura, days from invoice date, days after invoice date, "
         "days of invoice date, jours date de facture, tage nach rechnungsdatum, "
-        "tage ab rechnungsdatum"),
+        "tage ab rechnungsdatum, a partir du, prelevement a partir du, date de prelevement, "
+        "leverdatum, taxable date, fecha de operacion, check in, check out, "
+        "date de livraison, date de debut de prestation, date de fin de prestation, "
+        "date de facture associee, n° de facture associee"),
 }
 _TITLE_WORDS = re.compile(r"^(?:tax )?(?:invoice|fattura|facture|rechnung)\b", re.IGNORECASE)
 _PAYMENT_WORDS = re.compile(
@@ -118,12 +155,13 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
         if candidate is not None:
             fields[name] = FieldValue(candidate.value, candidate.confidence)
 
-    put("invoice_number", index.best("invoice_number", parse_identifier))
+    put("invoice_number", _invoice_number(index))
     put("issue_date", index.best("issue_date", dates))
     put("due_date", index.best("due_date", dates))
-    put("subtotal", index.best("subtotal", parse_amount_value, prefer_last=True))
-    put("tax", index.best("tax", parse_amount_value, prefer_last=True))
-    put("total", index.best("total", parse_amount_value, prefer_last=True))
+    readings = {name: sorted(index.candidates(name, parse_invoice_amount),
+                             key=lambda c: (-c.confidence, -c.line))
+                for name in ("subtotal", "tax", "total", "discount", "shipping")}
+    failed = resolve_totals(fields, readings)
     put("currency", index.best("currency", parse_currency))
     _fill_dates(view, fields)
     if fields["currency"].value is None:
@@ -133,9 +171,20 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
     fields["issuer"] = _issuer(view, index)
     if isinstance(fields["issuer"].value, str):
         fields["issuer"].value = usual_case(fields["issuer"].value, view.text)
-    _cross_check_totals(fields)
     _line_items(view, tables, fields)
+    if failed:
+        # A failed check casts doubt on what the document says overall, not only on the sums.
+        for name in ("invoice_number", "issue_date", "issuer"):
+            fields[name].confidence = round(fields[name].confidence * 0.85, 3)
     return fields
+
+
+def _invoice_number(index: LabelIndex):
+    """The best labelled identifier that is not a VAT, GST or company ID."""
+    for cand in index.candidates("invoice_number", parse_identifier):
+        if not is_tax_id(cand.value):
+            return cand
+    return None
 
 
 def _fill_dates(view: DocView, fields: dict[str, FieldValue]) -> None:
@@ -166,23 +215,7 @@ def _fill_dates(view: DocView, fields: dict[str, FieldValue]) -> None:
 
 
 def _issuer(view: DocView, index: LabelIndex) -> FieldValue:
-    labelled = index.best("issuer", parse_name, anchored=True)
-    if labelled:
-        name = company_name(labelled.value) or labelled.value
-        return FieldValue(name, labelled.confidence)
-    customer_cells = _customer_cells(view, index)
-    for name, li in legal_names(view):
-        cells = [ci for ci, c in enumerate(view.lines[li].cells) if name in c.text]
-        if not any((li, ci) in customer_cells for ci in cells):
-            return FieldValue(name, 0.75)
-    # Letterheads put the issuer's name first: take the first line that reads like a name.
-    for li, line in enumerate(view.lines[:8]):
-        cell = line.cells[0]
-        if (li, 0) in customer_cells or index.has_label(li, 0) or _TITLE_WORDS.match(cell.text):
-            continue
-        if parse_name(cell.text) and not find_dates(cell.text) and len(cell.text) <= 60:
-            return FieldValue(cell.text, 0.4)
-    return FieldValue()
+    return find_issuer(view, index, _customer_cells(view, index))
 
 
 def _customer_cells(view: DocView, index: LabelIndex) -> set[tuple[int, int]]:
@@ -198,6 +231,8 @@ def _customer_cells(view: DocView, index: LabelIndex) -> set[tuple[int, int]]:
                 break
             cells.add((hit.line, ci))
         for li in range(hit.line + 1, min(len(view.lines), hit.line + 6)):
+            if any(index.has_field(li, ci, "issuer") for ci in range(len(view.lines[li].cells))):
+                break  # the seller's own block starts: the customer's has ended
             for ci, cell in enumerate(view.lines[li].cells):
                 if cell.overlaps(label_cell) > 0 or cell.x0 >= label_cell.x0 - 1:
                     cells.add((li, ci))
@@ -206,24 +241,6 @@ def _customer_cells(view: DocView, index: LabelIndex) -> set[tuple[int, int]]:
 
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= max(0.011, 0.001 * abs(b))
-
-
-def _cross_check_totals(fields: dict[str, FieldValue]) -> None:
-    sub, tax, total = (fields[n] for n in ("subtotal", "tax", "total"))
-    if sub.value is not None and tax.value is not None and total.value is not None:
-        if _close(sub.value + tax.value, total.value):
-            for fv in (sub, tax, total):
-                fv.confidence = max(fv.confidence, 0.97)
-        else:
-            for fv in (sub, tax, total):
-                fv.confidence = round(fv.confidence * 0.7, 3)
-    elif total.value is None and sub.value is not None and tax.value is not None:
-        fields["total"] = FieldValue(round(sub.value + tax.value, 2), 0.6)
-    elif sub.value is None and total.value is not None and tax.value is not None:
-        fields["subtotal"] = FieldValue(round(total.value - tax.value, 2), 0.55)
-    elif sub.value is not None and total.value is not None and tax.value is None:
-        if total.value >= sub.value:
-            fields["tax"] = FieldValue(round(total.value - sub.value, 2), 0.55)
 
 
 def _line_items(view: DocView, tables, fields: dict[str, FieldValue]) -> None:

@@ -116,6 +116,11 @@ def install(authenticator: Authenticator) -> None:
     _current = authenticator
 
 
+def installed() -> Authenticator | None:
+    """The installed authenticator, or None in a process that serves no one but agents."""
+    return _current
+
+
 def current() -> Authenticator:
     if _current is None:
         raise RuntimeError("no authenticator installed: app.main.run_app wires one at start")
@@ -127,13 +132,17 @@ def identity_of(request: Request) -> Identity:
     return current().identify(request.headers, request.cookies)
 
 
+def sign_in_hint() -> str:
+    """What an anonymous caller is told to do."""
+    return ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
+            else "sign in first: send the operator token as a bearer header")
+
+
 def require_user(request: Request) -> Identity:
     """FastAPI dependency: any signed-in caller."""
     who = identity_of(request)
     if not who.authenticated:
-        detail = ("no identity: reach Quire through its Databricks Apps URL" if current().databricks
-                  else "sign in first: send the operator token as a bearer header")
-        raise HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(status_code=401, detail=sign_in_hint(), headers={"WWW-Authenticate": "Bearer"})
     return who
 
 

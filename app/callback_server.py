@@ -14,6 +14,7 @@ from typing import AsyncIterator
 from fastapi import FastAPI
 
 from app.api.callbacks import router
+from app.guard import RequestGuard
 from schema import db
 from schema.settings import Settings, get_settings
 
@@ -33,6 +34,7 @@ def create_app(dsn: str, settings: Settings | None = None, *, pool_size: int = 4
 
     app = FastAPI(title="Quire callbacks", lifespan=lifespan)
     app.state.settings = settings
+    app.add_middleware(RequestGuard, settings=settings)  # bodies capped before they are read
     app.include_router(router)
 
     @app.get("/healthz")

@@ -48,11 +48,33 @@ def check_document(name: str, data: bytes, *, max_bytes: int) -> CheckedDocument
         raise DocumentRejected(f"{name}: the PDF is damaged and cannot be read ({exc})") from exc
     try:
         pages = len(pdf)
+        scanned = pages > 0 and not _has_text(pdf)
     finally:
         pdf.close()
     if pages == 0:
         raise DocumentRejected(f"{name}: the PDF has no pages")
+    if scanned:
+        from agents.ocr import ocr_problem
+
+        # Refused now rather than failing later in the agent: a scan needs OCR to be read.
+        problem = ocr_problem()
+        if problem:
+            raise DocumentRejected(f"{name}: the PDF is a scanned image without text, and {problem}")
     return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=pages)
+
+
+def _has_text(pdf) -> bool:
+    """Whether any page has a text layer (a scan has only images)."""
+    for index in range(len(pdf)):
+        page = pdf[index]
+        textpage = page.get_textpage()
+        try:
+            if textpage.count_chars() > 0:
+                return True
+        finally:
+            textpage.close()
+            page.close()
+    return False
 
 
 def safe_name(name: str) -> str:

@@ -86,7 +86,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     """Serves the pages and the API until interrupted; returns the exit code."""
     from nicegui import app, ui
 
-    from app import auth, live, services
+    from app import auth, guard, live, services
     from app.api import events, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
@@ -98,7 +98,9 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
     live.install(broadcaster)
     app.state.settings = settings
-    app.state.pool = make_pool(dsn, max_size=16, name="quire-app")
+    # A request waits at most a few seconds for a connection: during an outage the API answers 503.
+    app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
+    guard.install(app, settings)
     for module in (tasks, summary, events, health, session):
         app.include_router(module.router)
     callbacks = _optional_module("app.api.callbacks")

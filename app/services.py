@@ -33,6 +33,24 @@ async def _in_thread(pool: ConnectionPool, work: Callable[..., T], *args: Any, *
 
 
 STATUSES = [s.value for s in TaskStatus]
+MAX_ID = 2**63 - 1  # ids are bigint
+
+
+def valid_id(value: int) -> bool:
+    """Whether an id can name a row at all (a bigint of at least 1)."""
+    return 1 <= value <= MAX_ID
+
+
+def check_text(what: str, value: str | None) -> None:
+    """ValueError for text Postgres cannot store (a NUL character) or that is not valid Unicode."""
+    if value is None:
+        return
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode") from None
 
 
 def _moment(value: str | None, *, end: bool) -> datetime | None:
@@ -44,20 +62,25 @@ def _moment(value: str | None, *, end: bool) -> datetime | None:
             day = date.fromisoformat(value)
             return datetime.combine(day + timedelta(days=1) if end else day, time(), tzinfo=timezone.utc)
         moment = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ValueError(f"not an ISO date or datetime: {value!r}") from exc
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not an ISO date or datetime from 0001-01-01 to 9999-12-30: {value[:40]!r}") from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def make_filter(date_from: str | None = None, date_to: str | None = None, statuses: list[str] | None = None,
-                agents: list[str] | None = None, customers: list[str] | None = None) -> TaskFilter:
+                agents: list[str] | None = None, customers: list[str] | None = None,
+                needs_review: bool = False) -> TaskFilter:
     """A TaskFilter from loosely typed inputs (query strings, form controls); ValueError if invalid."""
+    for what, values in (("status", statuses), ("agent", agents), ("customer", customers),
+                         ("date", [date_from, date_to])):
+        for value in values or ():
+            check_text(what, value)
     unknown = set(statuses or ()) - set(STATUSES)
     if unknown:
         raise ValueError(f"unknown status {', '.join(sorted(unknown))}: use {', '.join(STATUSES)}")
     return TaskFilter(date_from=_moment(date_from, end=False), date_to=_moment(date_to, end=True),
                       statuses=tuple(statuses or ()), agents=tuple(a for a in agents or () if a),
-                      customers=tuple(c for c in customers or () if c))
+                      customers=tuple(c for c in customers or () if c), needs_review=bool(needs_review))
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -66,16 +89,22 @@ async def summary(pool: ConnectionPool, flt: TaskFilter) -> Summary:
     return await _in_thread(pool, stats.stats_summary_filtered, flt)
 
 
-async def charts(pool: ConnectionPool, flt: TaskFilter, overview: Summary) -> Charts:
-    """Chart data; the summary's time span picks the throughput bucket."""
-    return await _in_thread(pool, stats.stats_charts_filtered, flt, start=overview.first_created_at,
-                            end=overview.last_activity_at)
+async def charts(pool: ConnectionPool, flt: TaskFilter, overview: Summary | None = None) -> Charts:
+    """Chart data; the summary's time span (or the filter's own, read here) picks the throughput bucket."""
+    return await _in_thread(pool, stats.stats_charts_filtered, flt,
+                            start=overview.first_created_at if overview else None,
+                            end=overview.last_activity_at if overview else None)
 
 
-async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool, page: int,
-                    per_page: int) -> tuple[list[TaskRow], int]:
-    return await _in_thread(pool, stats.task_list_page, flt, sort=sort, descending=descending,
-                            limit=per_page, offset=max(page - 1, 0) * per_page)
+async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,
+                    after: tuple[Any, int] | None, per_page: int) -> tuple[list[TaskRow], tuple[Any, int] | None]:
+    """One keyset page of the task table and the cursor of the next (None on the last page)."""
+    return await _in_thread(pool, stats.task_list_keyset, flt, sort=sort, descending=descending,
+                            after=after, limit=per_page)
+
+
+async def task_count(pool: ConnectionPool, flt: TaskFilter) -> int:
+    return await _in_thread(pool, stats.task_count, flt)
 
 
 async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before_id: int | None,
@@ -221,6 +250,14 @@ class SubmitResult:
     duplicate_of: dict[str, Any] | None = None
 
 
+def check_submission(names: list[str], options: SubmitOptions) -> None:
+    """ValueError, before anything is read or written, for a request Postgres could not store."""
+    check_text("agent", options.agent)
+    check_text("customer", options.customer)
+    for name in names:
+        check_text(f"file name {name[:80]!r}", name)
+
+
 def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
             submitted_by: str) -> list[SubmitResult]:
     results: list[SubmitResult] = []
@@ -266,7 +303,11 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload], options: SubmitOptions, *,
                  submitted_by: str) -> list[SubmitResult]:
-    """Checks every file, then stores and enqueues the good ones; duplicates are offered, not run."""
+    """Checks every file, then stores and enqueues the good ones; duplicates are offered, not run.
+
+    ValueError, with nothing written, when the request itself cannot be stored (see check_submission).
+    """
+    check_submission([u.name for u in uploads], options)
     return await _in_thread(pool, _submit, settings, uploads, options, submitted_by)
 
 
@@ -298,7 +339,7 @@ async def database_ok(pool: ConnectionPool, *, timeout: float = 3.0) -> tuple[bo
 
 
 async def metrics_data(pool: ConnectionPool) -> dict[str, Any]:
+    """What /metrics reads from the database: the rollups' totals and the queue's head per agent."""
     def read(conn):
-        return {"status": stats.status_counts(conn), "queue": stats.stats_queue_health(conn),
-                "attempts": stats.stats_attempt_counts(conn)}
+        return {"totals": stats.stats_totals_all(conn), "queue": stats.stats_queue_health(conn)}
     return await _in_thread(pool, read)

@@ -1,7 +1,12 @@
 """Measures an extractor's field-level accuracy on a folder of bench PDFs with truth JSON.
 
 Usage:
-    python bench/extraction.py DIR [--extractor offline] [--limit N] [--json] [--failures K]
+    python bench/extraction.py DIR [DIR ...] [--extractor offline] [--limit N] [--json]
+                               [--failures K]
+
+PDFs are found in each DIR and its subfolders; a document's source is its folder relative to
+the parent of DIR (``realworld/scans``, ``corpus``), and the five core invoice fields are also
+reported per source.
 
 The extractor is ``agents.extract.extract_document(path, extractor=...)`` returning the result
 shape of docs/CONTRACTS.md.  Scoring rules are documented in bench/extraction_scoring.py.
@@ -24,16 +29,18 @@ if __package__ in (None, ""):
     # Run as a script: make the repository root importable for `bench.*` and `agents.*`.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction_scoring import FIELDS_BY_TYPE, predicted_value, score_document  # noqa: E402
+from bench.extraction_scoring import (  # noqa: E402
+    CORE_FIELDS, FIELDS_BY_TYPE, predicted_value, score_document,
+)
 
 ExtractFn = Callable[..., dict]
 CHARS_PER_TOKEN = 4
 
 
 def load_cases(folder: str | Path, limit: int | None = None) -> list[tuple[Path, dict]]:
-    """PDFs that have a NAME.json beside them, in name order."""
+    """PDFs (in the folder and its subfolders) that have a NAME.json beside them, in path order."""
     cases = []
-    for pdf in sorted(Path(folder).glob("*.pdf")):
+    for pdf in sorted(Path(folder).rglob("*.pdf")):
         truth_path = pdf.with_suffix(".json")
         if truth_path.is_file():
             cases.append((pdf, json.loads(truth_path.read_text(encoding="utf-8"))))
@@ -45,7 +52,10 @@ def load_cases(folder: str | Path, limit: int | None = None) -> list[tuple[Path,
 def estimate_tokens(pdf: Path) -> int:
     import pypdfium2 as pdfium
 
-    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        doc = pdfium.PdfDocument(str(pdf))
+    except pdfium.PdfiumError:
+        return 0  # an unreadable file is the extractor's error to report, not the bench's
     try:
         chars = 0
         for page in doc:
@@ -78,15 +88,23 @@ def _ratio(hits: float, n: int) -> float | None:
     return round(hits / n, 4) if n else None
 
 
-def run_benchmark(folder: str | Path, extract_fn: ExtractFn, extractor: str = "offline",
+def source_of(pdf: Path, folder: Path) -> str:
+    """The folder a document came from, relative to the parent of the benchmarked folder."""
+    return pdf.parent.relative_to(folder.parent).as_posix()
+
+
+def run_benchmark(folder: str | Path | list, extract_fn: ExtractFn, extractor: str = "offline",
                   limit: int | None = None, keep_failures: int = 5) -> dict:
-    """Run the extractor over the folder and aggregate scores into a JSON-ready report."""
-    cases = load_cases(folder, limit)
+    """Run the extractor over the folder(s) and aggregate scores into a JSON-ready report."""
+    folders = [Path(f) for f in folder] if isinstance(folder, (list, tuple)) else [Path(folder)]
+    cases = [(pdf, truth, source_of(pdf, root))
+             for root in folders for pdf, truth in load_cases(root, limit)]
     counts: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))  # type -> field -> [hits, n]
+    by_source: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))  # source -> field -> ..
     classified, errors, elapsed = 0, [], 0.0
     tokens_est, tokens_in, tokens_out = 0, 0, 0
     failures: dict = defaultdict(list)
-    for pdf, truth in cases:
+    for pdf, truth, source in cases:
         started = time.perf_counter()
         try:
             raw = extract_fn(str(pdf), extractor=extractor)
@@ -101,7 +119,14 @@ def run_benchmark(folder: str | Path, extract_fn: ExtractFn, extractor: str = "o
         scored = score_document(result, truth)
         classified += scored["classified"]
         doc_type = truth["document_type"]
+        source_cells = by_source[source]
+        source_cells["(documents)"][1] += 1
+        source_cells["(classification)"][0] += scored["classified"]
+        source_cells["(classification)"][1] += 1
         for name, outcome in scored["fields"].items():
+            if doc_type == "invoice" and name in CORE_FIELDS:
+                source_cells[name][0] += outcome.correct
+                source_cells[name][1] += 1
             cell = counts[doc_type][name]
             cell[0] += outcome.correct
             cell[1] += 1
@@ -112,8 +137,26 @@ def run_benchmark(folder: str | Path, extract_fn: ExtractFn, extractor: str = "o
             if not outcome.correct and len(failures[key]) < keep_failures:
                 failures[key].append({"document": pdf.name, "truth": truth["fields"].get(name),
                                       "predicted": predicted_value(result, name)})
-    return _report(folder, extractor, len(cases), counts, classified, errors, elapsed,
-                   (tokens_est, tokens_in, tokens_out), failures)
+    report = _report(", ".join(map(str, folders)), extractor, len(cases), counts, classified,
+                     errors, elapsed, (tokens_est, tokens_in, tokens_out), failures)
+    report["sources"] = _sources(by_source)
+    return report
+
+
+def _sources(by_source) -> dict:
+    sources = {}
+    for source in sorted(by_source):
+        cells = by_source[source]
+        core = [cells[name] for name in CORE_FIELDS if cells[name][1]]
+        hits, n = sum(c[0] for c in core), sum(c[1] for c in core)
+        sources[source] = {
+            "documents": cells["(documents)"][1],
+            "classification": _ratio(*cells["(classification)"]),
+            "fields": {name: {"accuracy": _ratio(*cells[name]), "n": cells[name][1]}
+                       for name in CORE_FIELDS if cells[name][1]},
+            "core": {"accuracy": _ratio(hits, n), "correct": hits, "n": n},
+        }
+    return sources
 
 
 def _report(folder, extractor, n_docs, counts, classified, errors, elapsed, tokens,
@@ -177,6 +220,7 @@ def format_table(report: dict, show_failures: int = 0) -> str:
     ]
     for error in report["errors"][:10]:
         lines.append(f"  error {error['document']}: {error['error']}")
+    lines += ["", format_sources(report)]
     if show_failures:
         lines += ["", "sample failures (truth -> predicted):"]
         for key, items in sorted(report["failures"].items()):
@@ -184,6 +228,21 @@ def format_table(report: dict, show_failures: int = 0) -> str:
                 lines.append(f"  {key:<32} {item['document']:<30} "
                              f"{json.dumps(item['truth'], ensure_ascii=False)[:60]} -> "
                              f"{json.dumps(item['predicted'], ensure_ascii=False)[:60]}")
+    return "\n".join(lines)
+
+
+def format_sources(report: dict) -> str:
+    """The five core invoice fields and classification, one row per source."""
+    short = {"issuer": "issuer", "invoice_number": "number", "issue_date": "date",
+             "total": "total", "currency": "currency"}
+    header = (f"{'source':<24}{'docs':>5}{'class.':>8}"
+              + "".join(f"{short[n]:>9}" for n in CORE_FIELDS) + f"{'core':>8}")
+    lines = ["core invoice fields per source", header, "-" * len(header)]
+    for source, row in report.get("sources", {}).items():
+        cells = "".join(f"{_pct(row['fields'].get(n, {}).get('accuracy')):>9}"
+                        for n in CORE_FIELDS)
+        lines.append(f"{source:<24}{row['documents']:>5}{_pct(row['classification']):>8}"
+                     f"{cells}{_pct(row['core']['accuracy']):>8}")
     return "\n".join(lines)
 
 
@@ -195,15 +254,16 @@ def _default_extractor() -> ExtractFn:
 
 def main(argv: list[str] | None = None, extract_fn: ExtractFn | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", help="directory of NAME.pdf + NAME.json files")
+    parser.add_argument("folder", nargs="+", help="directories of NAME.pdf + NAME.json files")
     parser.add_argument("--extractor", default="offline", help="offline or llm (default offline)")
     parser.add_argument("--limit", type=int, default=None, help="score only the first N documents")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--failures", type=int, default=0, metavar="K",
                         help="also print up to K sample mismatches per field")
     args = parser.parse_args(argv)
-    if not Path(args.folder).is_dir():
-        parser.error(f"{args.folder} is not a directory")
+    for folder in args.folder:
+        if not Path(folder).is_dir():
+            parser.error(f"{folder} is not a directory")
     if extract_fn is None:
         try:
             extract_fn = _default_extractor()
@@ -213,7 +273,7 @@ def main(argv: list[str] | None = None, extract_fn: ExtractFn | None = None) -> 
     report = run_benchmark(args.folder, extract_fn, args.extractor, args.limit,
                            keep_failures=max(5, args.failures))
     if not report["documents"]:
-        print(f"no PDF with a truth file in {args.folder}", file=sys.stderr)
+        print(f"no PDF with a truth file in {', '.join(args.folder)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))

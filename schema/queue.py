@@ -187,8 +187,8 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
     _require_int(limit, "limit", low=1)
     if lease_seconds is not None:
         _require_int(lease_seconds, "lease_seconds", low=1)
-    params = dict(agent=agent, worker_id=worker_id, limit=limit, now=now, executor=executor,
-                  lease_seconds=lease_seconds)
+    params = dict(agent=agent, worker_id=worker_id, now=now, executor=executor, lease_seconds=lease_seconds,
+                  executors=[None], pools=["all"], slots=[limit])
     _require_idle(conn)
     # Unthrottled agents: one statement, its own transaction, claims with SKIP LOCKED alone.
     rows = _rows(conn, "task_claim_batch", {**params, "ids": None, "unthrottled_only": True})
@@ -200,12 +200,52 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
                 raise UnknownAgent(f"unknown agent {agent!r}")
             if row["max_concurrent_tasks"] is None and row["max_tpm"] is None:
                 return []
-            # Throttled agents take turns on their row, so admission sees every earlier claim.
-            row = _row(conn, "agent_lock_for_admission", {"agent": agent})
-            ids = _admit(conn, agent_from_row(row), limit=limit, now=now)
-            if not ids:
-                return []
-            rows = _rows(conn, "task_claim_batch", {**params, "ids": ids, "unthrottled_only": False})
+            rows = _claim_admitted(conn, params, limit=limit, now=now)
+    return _claims(rows)
+
+
+def claim_many(conn: psycopg.Connection, *, worker_id: str, slots: Mapping[str, tuple[str, int]],
+               lease_seconds: int | None = None, now: datetime | None = None) -> list[Claim]:
+    """Claims for every unthrottled agent at once: `slots` maps an executor to (pool, free slots).
+
+    One statement: each pool's free slots go to the best claimable tasks of the agents whose
+    executor is in it. Throttled agents are claimed one by one with claim_throttled.
+    """
+    _require_text(worker_id, "worker_id")
+    wanted = [(name, pool, free) for name, (pool, free) in slots.items() if free > 0]
+    if not wanted:
+        return []
+    _require_idle(conn)
+    rows = _rows(conn, "task_claim_batch", {
+        "agent": None, "worker_id": worker_id, "now": now, "executor": None, "lease_seconds": lease_seconds,
+        "executors": [w[0] for w in wanted], "pools": [w[1] for w in wanted], "slots": [w[2] for w in wanted],
+        "ids": None, "unthrottled_only": True})
+    return _claims(rows)
+
+
+def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int,
+                    now: datetime | None = None) -> list[Claim]:
+    """Claims up to `limit` tasks of an agent with limits, admission serialised on its row."""
+    _require_int(limit, "limit", low=1)
+    params = dict(agent=agent, worker_id=worker_id, now=now, executor=None, lease_seconds=None,
+                  executors=[None], pools=["all"], slots=[limit])
+    with _tx(conn):
+        return _claims(_claim_admitted(conn, params, limit=limit, now=now))
+
+
+def _claim_admitted(conn: psycopg.Connection, params: dict[str, Any], *, limit: int,
+                    now: datetime | None) -> list[dict[str, Any]]:
+    # Throttled agents take turns on their row, so admission sees every earlier claim.
+    row = _row(conn, "agent_lock_for_admission", {"agent": params["agent"]})
+    if row is None:
+        raise UnknownAgent(f"unknown agent {params['agent']!r}")
+    ids = _admit(conn, agent_from_row(row), limit=limit, now=now)
+    if not ids:
+        return []
+    return _rows(conn, "task_claim_batch", {**params, "ids": ids, "unthrottled_only": False})
+
+
+def _claims(rows: list[dict[str, Any]]) -> list[Claim]:
     rows.sort(key=lambda r: (-r["priority"], r["created_at"], r["id"]))
     return [Claim(task=task_from_row(r), attempt_id=r["claim_attempt_id"],
                   attempt_no=r["claim_attempt_no"], lease_expires_at=r["lease_expires_at"],
@@ -222,7 +262,7 @@ def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime 
     scan = limit if agent.max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
     candidates = [Candidate(**r) for r in
                   _rows(conn, "task_candidates_for_admission", {"agent": agent.name, "now": now, "scan": scan})]
-    clock = now or _row(conn, "clock_now_one")["now"]
+    clock = load_row["now"]
     decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=agent.max_concurrent_tasks,
                      max_tpm=agent.max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
     if decision.now_waiting:

@@ -52,12 +52,14 @@ class Settings(BaseSettings):
     operator_token: str | None = None        # local operator token (generated when unset)
     callback_key: str | None = None          # shared key for executors that cannot carry secrets
     max_upload_mb: int = Field(50, gt=0)
+    max_batch_files: int = Field(1000, gt=0)               # files in one upload request
     compute_rate_usd_per_hour: float = Field(0.0, ge=0)
     poll_seconds: float = Field(10.0, gt=0)
     worker_concurrency: int | None = Field(None, gt=0)     # local runs per worker; unset: CPU count
     shutdown_grace_seconds: float = Field(30.0, ge=0)      # SIGTERM: time in-flight runs get to finish
     sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases
     reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
+    rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
 

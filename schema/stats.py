@@ -11,6 +11,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from schema import rollups
+from schema.models import TaskStatus
 from schema.sql import fetch_all, fetch_one, q, run_query
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
@@ -20,6 +22,8 @@ TASK_SORT_KEYS: dict[str, str] = {
     "document_name": "t.document_name", "pages": "t.pages", "confidence": "t.confidence",
     "tokens": "t.tokens", "llm_cost_usd": "t.llm_cost_usd", "latency_s": "(t.finished_at - t.created_at)",
 }
+
+NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,23 @@ class TaskFilter:
     statuses: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()
     customers: tuple[str, ...] = ()
+    needs_review: bool = False         # completed with a confidence below REVIEW_CONFIDENCE
 
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,
                 "statuses": list(self.statuses) or None, "agents": list(self.agents) or None,
-                "customers": list(self.customers) or None}
+                "customers": list(self.customers) or None,
+                "review_below": REVIEW_CONFIDENCE if self.needs_review else None}
+
+
+# A completed result whose overall confidence is below this needs a person to check it: the
+# agents lower confidence when a cross-check fails (totals that do not add up, a scan read by OCR).
+REVIEW_CONFIDENCE = 0.6
+
+
+def needs_review(status: str, confidence: float | None) -> bool:
+    """Whether a task's result should be checked by a person."""
+    return status == "completed" and confidence is not None and confidence < REVIEW_CONFIDENCE
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,9 @@ class Summary:
     p95_latency_s: float | None
     first_created_at: datetime | None
     last_activity_at: datetime | None
+    unpriced_attempts: int = 0          # usage reported without a price: never shown as $0
+    compute_pending_attempts: int = 0   # finished job runs whose billing has not caught up yet
+    spend_per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)  # llm/compute/total: p50, p90
 
 
 @dataclass(frozen=True)
@@ -130,7 +149,8 @@ def status_counts(conn: psycopg.Connection) -> dict[str, Any]:
     return {"agents": agents, "total": total}
 
 
-def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter) -> Summary:
+def stats_summary_direct(conn: psycopg.Connection, flt: TaskFilter) -> Summary:
+    """The summary aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     row = _run(conn, "stats_summary_filtered", flt.params())[0]
     statuses = ("enqueued", "processing", "completed", "failed", "cancelled")
     return Summary(
@@ -143,17 +163,116 @@ def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter) -> Summary
         last_activity_at=row["last_activity_at"])
 
 
-def task_list_page(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
-                   limit: int = 25, offset: int = 0) -> tuple[list[TaskRow], int]:
-    """One page of tasks in the requested order, and how many tasks match in all."""
-    column = TASK_SORT_KEYS.get(sort, "t.id")
-    direction = sql.SQL("DESC NULLS LAST" if descending else "ASC NULLS LAST")
+STATUSES = tuple(s.value for s in TaskStatus)
+SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
+
+
+def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Summary:
+    """The headline figures from the rollups: exact counts and spend, percentiles from histograms."""
+    rollups.fold_if_behind(conn)
+    params = flt.params()
+    rows = rollups.totals(conn, params)
+    hist = rollups.bins(conn, params)
+    counts = dict.fromkeys(STATUSES, 0)
+
+    def total(key: str) -> Any:
+        return sum((r[key] for r in rows if r[key] is not None), 0)
+    for r in rows:
+        counts[r["status"]] += r["tasks"]
+    confidence_n = total("confidence_n")
+    first = rollups.first_created(conn, params) if counts and sum(counts.values()) else None
+    moment = now or datetime.now(timezone.utc)
+    return Summary(
+        counts=counts, total=sum(counts.values()), input_tokens=int(total("input_tokens")),
+        output_tokens=int(total("output_tokens")), llm_cost_usd=Decimal(total("llm_cost_usd")),
+        compute_cost_usd=Decimal(total("compute_cost_usd")), tasks_with_usage=int(total("with_usage")),
+        attempts=int(total("attempts")),
+        avg_confidence=float(total("confidence_sum") / confidence_n) if confidence_n else None,
+        median_latency_s=rollups.percentile("l", hist["l"], 0.5), p95_latency_s=rollups.percentile("l", hist["l"], 0.95),
+        first_created_at=first, last_activity_at=moment if first else None,
+        unpriced_attempts=int(total("unpriced")), compute_pending_attempts=int(total("compute_pending")),
+        spend_per_task={name: {"p50": rollups.percentile(m, hist[m], 0.5), "p90": rollups.percentile(m, hist[m], 0.9),
+                               "tasks": sum(hist[m].values())}
+                        for name, m in SPEND_METRICS.items()})
+
+
+def _cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Spend per agent or customer (tasks that ran at least once), most expensive first."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if not r["attempted"]:
+            continue
+        name = r[key] if r[key] is not None else "(none)"
+        entry = out.setdefault(name, {"key": name, "llm_cost_usd": Decimal(0), "compute_cost_usd": Decimal(0),
+                                      "tokens": 0, "tasks": 0})
+        entry["llm_cost_usd"] += r["llm_cost_usd"] or 0
+        entry["compute_cost_usd"] += r["compute_cost_usd"] or 0
+        entry["tokens"] += (r["input_tokens"] or 0) + (r["output_tokens"] or 0)
+        entry["tasks"] += r["attempted"]
+    ordered = sorted((e for e in out.values() if e["tasks"]), key=lambda e: (-e["llm_cost_usd"], e["key"]))
+    return ordered[:limit] if limit else ordered
+
+
+def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
+                          end: datetime | None, bins: int = 20) -> Charts:
+    """Throughput, cost by agent and customer, latency and confidence distributions, from the rollups."""
+    rollups.fold_if_behind(conn)
+    params = flt.params()
+    start = start or rollups.first_created(conn, params)
+    end = end or (datetime.now(timezone.utc) if start else None)
+    bucket = bucket_for_span(params["date_from"] or start, params["date_to"] or end)
+    origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    rows = rollups.totals(conn, params)
+    by_customer = rows if flt.customers else rollups.totals(conn, params, all_customers=False)
+    hist = rollups.bins(conn, params)
+    latency_bins = [{"lo": lo, "hi": hi, "n": n} for b, n in sorted(hist["l"].items()) if n
+                    for lo, hi in [rollups.bin_range("l", b)]]
+    confidence_bins = [{"lo": (b - 1) / 10, "hi": b / 10, "n": n} for b, n in sorted(hist["c"].items()) if n]
+    return Charts(bucket_seconds=int(bucket.total_seconds()),
+                  throughput=rollups.throughput(conn, params, bucket=bucket, origin=origin, start=start),
+                  cost_by_agent=_cost_rows(rows, "agent"), cost_by_customer=_cost_rows(by_customer, "customer", limit=30),
+                  latency_bins=latency_bins, confidence_bins=confidence_bins)
+
+
+def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
+                     after: tuple[Any, int] | None = None,
+                     limit: int = 25) -> tuple[list[TaskRow], tuple[Any, int] | None]:
+    """One page of tasks in the requested order after a cursor, and the cursor of the page after it.
+
+    A cursor is (sort value, id) of the last row shown: the next page starts right after it,
+    so a page costs the same at any depth and never shifts under inserts.
+    """
+    sort = sort if sort in TASK_SORT_KEYS else "id"
+    column = sql.SQL(TASK_SORT_KEYS[sort])
+    op = sql.SQL("<" if descending else ">")
+    # NULLS LAST on a column that has no NULLs would keep a DESC order off its index.
+    nulls = sql.SQL("" if sort in NOT_NULL_SORT_KEYS else " NULLS LAST")
+    direction = sql.SQL("DESC" if descending else "ASC") + nulls
     tie = sql.SQL("t.id DESC" if descending else "t.id ASC")
-    order_by = sql.SQL("{} {}, {}").format(sql.SQL(column), direction, tie)
-    params = {**flt.params(), "limit": limit, "offset": offset}
-    rows = _run(conn, "task_list_page", params, order_by)
-    total = _run(conn, "task_count_filtered", flt.params())[0]["n"]
-    return [_task_row(r) for r in rows], total
+    params = {**flt.params(), "limit": limit, "after_value": None, "after_id": None}
+    if after is None:
+        condition: sql.Composable = sql.SQL("TRUE")
+    else:
+        params["after_value"], params["after_id"] = after
+        if isinstance(after[0], float):
+            # A real column read back as a Python float compares unequal to itself as float8: send
+            # the text, which Postgres reads as the column's own type.
+            params["after_value"] = repr(after[0])
+        name = ("task_after_id" if sort == "id" else
+                "task_after_cursor_null" if after[0] is None else "task_after_cursor")
+        condition = sql.SQL(q(name)).format(sort_value=column, op=op)
+    query = sql.SQL(q("task_list_keyset")).format(
+        task_filter=sql.SQL(q("task_filter")), after=condition, sort_value=column,
+        order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
+    rows = run_query(conn, query, params)
+    cursor = (rows[-1]["sort_value"], rows[-1]["id"]) if len(rows) == limit else None
+    return [_task_row(r) for r in rows], cursor
+
+
+def task_count(conn: psycopg.Connection, flt: TaskFilter) -> int:
+    """How many tasks the filters select: exact, and cheap at any size, from the rollups."""
+    rollups.fold_if_behind(conn)
+    return sum(r["tasks"] for r in rollups.totals(conn, flt.params()))
 
 
 def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int | None,
@@ -169,6 +288,12 @@ def _task_row(row: dict[str, Any]) -> TaskRow:
     if values.get("latency_s") is not None:
         values["latency_s"] = float(values["latency_s"])
     return TaskRow(**values)
+
+
+def stats_totals_all(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """Per agent and status over every task: counts, attempts, tokens and spend, from the rollups."""
+    rollups.fold_if_behind(conn)
+    return rollups.totals(conn, TaskFilter().params())
 
 
 def task_list_by_ids(conn: psycopg.Connection, ids: list[int]) -> list[dict[str, Any]]:
@@ -193,9 +318,9 @@ def bucket_for_span(start: datetime | None, end: datetime | None, *, max_buckets
     return timedelta(seconds=steps[-1])
 
 
-def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
-                          end: datetime | None, bins: int = 20) -> Charts:
-    """Throughput, cost by agent and customer, latency and confidence distributions."""
+def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
+                        end: datetime | None, bins: int = 20) -> Charts:
+    """Charts aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     bucket = bucket_for_span(start, end)
     origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
     params = flt.params()

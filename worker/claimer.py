@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from schema import queue, worker_queries
-from schema.models import TaskStatus
+from schema.models import Agent, TaskStatus
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
 from worker.runs import RunTable
 
@@ -20,14 +22,16 @@ class ClaimerConfig:
 
     concurrency: int
     poll_seconds: float = 10.0
-    max_batch: int = 16
+    max_batch: int = 512
     max_remote_runs: int = 100
+    # After a wake-up, how long to let more slots free and more work arrive before claiming.
+    gather_seconds: float = 0.002
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_batch < 1 or self.max_remote_runs < 0:
             raise ValueError("concurrency and max_batch must be at least 1, max_remote_runs not negative")
-        if self.poll_seconds <= 0:
-            raise ValueError("poll_seconds must be positive")
+        if self.poll_seconds <= 0 or self.gather_seconds < 0:
+            raise ValueError("poll_seconds must be positive, gather_seconds not negative")
 
 
 def wants_claim(events: Iterable[dict[str, Any]]) -> bool:
@@ -41,7 +45,11 @@ def wants_claim(events: Iterable[dict[str, Any]]) -> bool:
 
 
 class Claimer:
-    """Claims tasks for every agent with a backlog, up to the worker's free capacity."""
+    """Claims tasks for every agent with a backlog, up to the worker's free capacity.
+
+    Agent configuration is cached: it is read again when the agents table notifies a change
+    (agents_changed), when notifications may have been lost, and at least every poll interval.
+    """
 
     def __init__(self, table: RunTable, executors: dict[str, Executor], config: ClaimerConfig):
         self.table = table
@@ -50,6 +58,9 @@ class Claimer:
         self.paused = False
         self._turn = itertools.count()
         self._unknown_executors: set[tuple[str, str]] = set()
+        self._agents: dict[str, Agent] = {}
+        self._agents_read_at: float | None = None
+        self._ran_dry = True
 
     @property
     def worker_id(self) -> str:
@@ -67,45 +78,94 @@ class Claimer:
         """The worker's counters (shared with its run table)."""
         return self.table.counters
 
+    def agents_changed(self) -> None:
+        """The agents' configuration changed (or may have): read it again before the next claim."""
+        self._agents_read_at = None
+
+    def _agents_now(self, conn) -> dict[str, Agent]:
+        """The cached agent configuration, read again when stale."""
+        read_at = self._agents_read_at
+        if read_at is None or time.monotonic() - read_at > self.config.poll_seconds:
+            self._agents_read_at = time.monotonic()
+            self._agents = {a.name: a for a in queue.list_agents(conn)}
+        return self._agents
+
     def run_once(self) -> int:
-        """One round over the agents with a backlog; returns how many tasks it claimed."""
+        """One round: each throttled agent in turn, then every other agent in one claim statement."""
         if self.paused or not self.free_any():
             return 0
         with self.table.connection() as conn:
-            backlog = queue.agents_with_backlog(conn)
-            agents = {a.name: a for a in queue.list_agents(conn)} if backlog else {}
-        if not backlog:
+            agents = self._agents_now(conn)
+        claimed = self._claim_throttled(agents)
+        if self.paused:
+            return claimed
+        used = self._used(agents)
+        slots = {name: ("local" if e.local else "remote", min(self.free(e), self.config.max_batch))
+                 for name, e in used.items()}
+        pools = dict(slots.values())
+        if sum(pools.values()) <= 0:
+            return claimed
+        with self.table.connection() as conn:
+            claims = queue.claim_many(conn, worker_id=self.worker_id, slots=slots)
+            if any(c.task.agent not in agents or agents[c.task.agent].executor not in slots
+                   for c in claims):  # an agent newer than the cache
+                self.agents_changed()
+                agents = self._agents_now(conn)
+        taken = {pool: 0 for pool in pools}
+        for c in claims:
+            pool = slots.get(agents[c.task.agent].executor, (None,))[0]
+            if pool in taken:
+                taken[pool] += 1
+        # A pool left with free slots ran out of work: look for the next backoff before waiting.
+        self._ran_dry = any(taken[pool] < free for pool, free in pools.items())
+        self.counters.add("claims", len(claims))
+        self._launch(claims, agents)
+        self._skip_unknown(agents)
+        return claimed + len(claims)
+
+    def _claim_throttled(self, agents: dict[str, Agent]) -> int:
+        """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
+        throttled = sorted(name for name, a in agents.items() if a.throttled and a.executor in self.executors)
+        if not throttled:
             return 0
-        # Each round starts from the next agent, so one busy agent cannot take every free slot.
-        start = next(self._turn) % len(backlog)
+        start = next(self._turn) % len(throttled)
         claimed = 0
         cut_short: list[str] = []
-        for name in backlog[start:] + backlog[:start]:
-            agent = agents.get(name)
-            executor = self.executors.get(agent.executor) if agent else None
-            if executor is None:
-                self._skip(name, agent.executor if agent else None)
-                continue
+        for name in throttled[start:] + throttled[:start]:
+            agent = agents[name]
+            executor = self.executors[agent.executor]
             free = min(self.free(executor), self.config.max_batch)
             if free <= 0 or self.paused:
                 continue
             with self.table.connection() as conn:
-                claims = queue.claim(conn, agent=name, worker_id=self.worker_id, limit=free)
+                claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
             self.counters.add("claims", len(claims))
-            if agent.throttled and len(claims) < free:
+            observe_claim_latency(claims)
+            if len(claims) < free:
                 cut_short.append(name)
-            for claim in claims:
-                logs.change("task", "claimed", task=claim.task.id, attempt=claim.attempt_id, agent=name,
-                            priority=claim.task.priority, attempt_no=claim.attempt_no,
-                            worker=self.worker_id)
-                if self.paused:
-                    self._give_back(claim)
-                    continue
-                self.table.launch(claim, agent, executor)
+            self._launch(claims, agents)
             claimed += len(claims)
         if cut_short:
             self._count_throttled(cut_short)
         return claimed
+
+    def _launch(self, claims: list, agents: dict[str, Agent]) -> None:
+        """Starts each claimed attempt on its agent's executor (or hands it back while pausing)."""
+        for claim in claims:
+            agent = agents[claim.task.agent]
+            logs.change("task", "claimed", task=claim.task.id, attempt=claim.attempt_id, agent=agent.name,
+                        priority=claim.task.priority, attempt_no=claim.attempt_no, worker=self.worker_id)
+            executor = self.executors.get(agent.executor)
+            if self.paused or executor is None:
+                self._give_back(claim)
+                continue
+            self.table.launch(claim, agent, executor)
+
+    def _skip_unknown(self, agents: dict[str, Agent]) -> None:
+        """Logs, once per agent, the agents whose executor this worker lacks."""
+        for name, agent in agents.items():
+            if agent.executor not in self.executors:
+                self._skip(name, agent.executor)
 
     def _count_throttled(self, agents: list[str]) -> None:
         """Counts the throttled agents whose claim fell short while work was left: their limits held it."""
@@ -135,6 +195,8 @@ class Claimer:
 
     def next_wait(self) -> float:
         """How long to wait for a wake-up before looking again: the poll, or the next backoff."""
+        if not self._ran_dry:  # every slot was filled: the end of a run wakes the claimer
+            return self.config.poll_seconds
         try:
             with self.table.connection() as conn:
                 due = worker_queries.task_next_due_one(conn)
@@ -150,5 +212,12 @@ class Claimer:
         return self.next_wait()
 
     def free_any(self) -> bool:
-        """Whether any executor has a free slot."""
-        return any(self.free(e) > 0 for e in self.executors.values())
+        """Whether any executor that an agent uses has a free slot."""
+        return any(self.free(e) > 0 for e in self._used(self._agents).values())
+
+    def _used(self, agents: dict[str, Agent]) -> dict[str, Executor]:
+        """The executors some agent runs on (all of them before the agents were first read)."""
+        if self._agents_read_at is None:
+            return self.executors
+        names = {a.executor for a in agents.values()}
+        return {name: e for name, e in self.executors.items() if name in names}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from worker.metrics import Metrics
 
 # Each is exported as `quire_worker_<name>_total`.
 NAMES = (
@@ -14,21 +14,21 @@ NAMES = (
 )
 
 
-class WorkerCounters:
-    """Monotonic counters of one worker, by name; safe to bump from any thread."""
+class WorkerCounters(Metrics):
+    """Monotonic counters of one worker (prometheus-client); safe to bump from any thread."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values = dict.fromkeys(NAMES, 0)
+        super().__init__({f"quire_worker_{name}": (f"Worker {name.replace('_', ' ')} (this process).", ())
+                          for name in NAMES})
 
     def add(self, name: str, amount: int = 1) -> None:
         """Adds `amount` to the counter `name` (one of NAMES)."""
-        if name not in self._values:
+        if name not in NAMES:
             raise KeyError(f"unknown worker counter {name!r}")
-        with self._lock:
-            self._values[name] += amount
+        self.inc(f"quire_worker_{name}", amount)
 
     def snapshot(self) -> dict[str, int]:
         """Every counter's value now."""
-        with self._lock:
-            return dict(self._values)
+        values = {name.removeprefix("quire_worker_").removesuffix("_total"): int(value)
+                  for name, _, value in self.items()}
+        return {name: values.get(name, 0) for name in NAMES}

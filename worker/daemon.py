@@ -21,6 +21,7 @@ from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
 from worker.executors import LocalConfig, build_executors
+from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
 from worker.runs import RunTable, RunTableConfig
@@ -30,7 +31,7 @@ from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
-THREADS = 6
+THREADS = 7
 
 
 def default_worker_id() -> str:
@@ -76,6 +77,11 @@ class WorkerDaemon:
         self.listener = listener or Listener(dsn, name=self.worker_id)
         self._counters = WorkerCounters()
         self._hurry = asyncio.Event()
+
+    @property
+    def metrics(self) -> WorkerCounters:
+        """This worker's prometheus-client counters, exported by the app's /metrics."""
+        return self._counters
 
     @property
     def counters(self) -> Mapping[str, int]:
@@ -127,10 +133,15 @@ class WorkerDaemon:
                           counters=self._counters)
         costs = CostReconciler(pool, self.worker_id, tracking_uri,
                                CostConfig(interval_seconds=self.settings.reconcile_seconds))
+        folder = RollupFolder(pool, self.worker_id, FolderConfig(interval_seconds=self.settings.rollup_fold_seconds))
         unregister = [
             self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
             # Notifications may have been lost (a reconnect): look for work at once.
             self.listener.on_missed(claim_wake.set),
+            self.listener.on_missed(claimer.agents_changed),
+            # A changed agent may have work it could not claim before (a raised limit, an executor).
+            self.listener.on_agents_changed(claimer.agents_changed),
+            self.listener.on_agents_changed(claim_wake.set),
         ]
         logs.change("worker", "started", worker=self.worker_id, concurrency=self.concurrency,
                     callback_base_url=self.callback_base_url, tracking=bool(tracking_uri),
@@ -139,13 +150,17 @@ class WorkerDaemon:
         claim_stop, services_stop = asyncio.Event(), asyncio.Event()
         services: dict[str, Callable[[], Any]] = {
             "claimer": lambda: service_loop("claim", claimer.round, claimer.config.poll_seconds, claim_stop,
-                                            claim_wake, run=call, worker_id=self.worker_id),
+                                            claim_wake, run=call, worker_id=self.worker_id,
+                                            gather_seconds=claimer.config.gather_seconds),
             "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
-                                               services_stop, beat_wake, run=call, worker_id=self.worker_id),
+                                               services_stop, beat_wake, run=call, worker_id=self.worker_id,
+                                               gather_seconds=heartbeats.config.gather_seconds),
             "sweeper": lambda: service_loop("sweep", sweeper.run_once, sweeper.config.interval_seconds,
                                             services_stop, run=call, worker_id=self.worker_id),
             "costs": lambda: service_loop("reconcile costs", costs.run_once, costs.config.interval_seconds,
                                           services_stop, run=call, worker_id=self.worker_id),
+            "rollups": lambda: service_loop("rollup fold", folder.run_once, folder.config.interval_seconds,
+                                            services_stop, run=call, worker_id=self.worker_id),
         }
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)

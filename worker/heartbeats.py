@@ -14,10 +14,12 @@ class HeartbeatConfig:
     """How often the runs are looked at (each run's heartbeat is due every third of its lease)."""
 
     tick_seconds: float = 0.5
+    # After a wake-up, how long to let other runs end too, so their reports are applied together.
+    gather_seconds: float = 0.002
 
     def __post_init__(self):
-        if self.tick_seconds <= 0:
-            raise ValueError("tick_seconds must be positive")
+        if self.tick_seconds <= 0 or self.gather_seconds < 0:
+            raise ValueError("tick_seconds must be positive, gather_seconds not negative")
 
 
 class Heartbeats:
@@ -31,12 +33,11 @@ class Heartbeats:
 
     def run_once(self, *, beat_all: bool = False) -> int:
         """One look at every run (`beat_all`: heartbeat each now); returns how many ended."""
-        ended = 0
-        for run in self.table.snapshot():
-            try:
-                ended += self.table.check(run, beat_all=beat_all)
-            except Exception as exc:  # one run's trouble (a database outage) must not stop the others
-                logs.problem("heartbeat", exc, attempt=run.attempt_id)
+        try:
+            ended = self.table.check_all(self.table.snapshot(), beat_all=beat_all)
+        except Exception as exc:  # settling failed (a database outage): the runs are settled next time
+            logs.problem("settle", exc)
+            return 0
         if ended:
             self.on_settled()
         return ended

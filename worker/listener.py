@@ -16,6 +16,8 @@ from schema.sql import q
 from worker import logs
 
 Events = list[dict[str, Any]]
+# Notified (with an empty payload) when the agents table changes.
+AGENTS_CHANNEL = "quire_agents"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Listener:
         self._events = _Handlers("events", self.name)
         self._missed = _Handlers("missed", self.name)
         self._live_change = _Handlers("live change", self.name)
+        self._agents = _Handlers("agents", self.name)
 
     def on_events(self, handler: Callable[[Events], None]) -> Callable[[], None]:
         """Calls `handler(events)` in the loop for every readable notification; returns its remover."""
@@ -100,6 +103,10 @@ class Listener:
     def on_missed(self, handler: Callable[[], None]) -> Callable[[], None]:
         """Calls `handler()` whenever notifications may have been lost; returns its remover."""
         return self._missed.add(handler)
+
+    def on_agents_changed(self, handler: Callable[[], None]) -> Callable[[], None]:
+        """Calls `handler()` when an agent's configuration changed (channel quire_agents)."""
+        return self._agents.add(handler)
 
     def on_live_change(self, handler: Callable[[bool], None]) -> Callable[[], None]:
         """Calls `handler(live)` when the connection starts or stops listening; returns its remover."""
@@ -112,6 +119,7 @@ class Listener:
             application_name=self.config.application_name, **db.connection_kwargs())
         try:
             await conn.execute(q("channel_listen_tasks"))
+            await conn.execute(q("channel_listen_agents"))
         except BaseException:
             await conn.close()
             raise
@@ -171,7 +179,10 @@ class Listener:
         """Passes notifications on, checking health between them; raises when unhealthy."""
         while not stop.is_set():
             async for notify in conn.notifies(timeout=self.config.health_seconds):
-                self._receive(notify.payload)
+                if notify.channel == AGENTS_CHANNEL:
+                    self._agents()
+                else:
+                    self._receive(notify.payload)
                 if stop.is_set():
                     return
             if not await self.healthy(conn):

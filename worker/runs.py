@@ -7,15 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from schema import queue
+from schema import queue, settlement
 from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim
 from worker import logs
 from worker.counters import WorkerCounters
+from worker.metrics import PROCESS, observe_report
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
-
-# Attempt states in which nobody else has settled the attempt: the worker may report for it.
-REPORTABLE = frozenset({AttemptStatus.PROCESSING, AttemptStatus.LOST})
 
 
 @dataclass
@@ -133,12 +131,14 @@ class RunTable:
         logs.change("attempt", "started", attempt=claim.attempt_id, task=claim.task.id, agent=agent.name,
                     executor=executor.name, pid=handle.pid, job_run_id=handle.job_run_id,
                     worker=self.config.worker_id)
-        try:
-            with self.connection() as conn:
-                queue.record_executor_info(conn, claim.attempt_id, pid=handle.pid,
-                                           job_run_id=handle.job_run_id, executor=executor.name)
-        except Exception as exc:  # bookkeeping only: the run goes on without it
-            logs.problem("record executor info", exc, attempt=claim.attempt_id)
+        # The claim recorded the executor; only a process id or job run id is left to store.
+        if handle.pid is not None or handle.job_run_id is not None:
+            try:
+                with self.connection() as conn:
+                    queue.record_executor_info(conn, claim.attempt_id, pid=handle.pid,
+                                               job_run_id=handle.job_run_id, executor=executor.name)
+            except Exception as exc:  # bookkeeping only: the run goes on without it
+                logs.problem("record executor info", exc, attempt=claim.attempt_id)
         if not executor.is_alive(handle):
             self._on_exit()
         return run
@@ -151,17 +151,19 @@ class RunTable:
 
     # -- watching -------------------------------------------------------------------------------
 
-    def check(self, run: Run, *, beat_all: bool = False) -> bool:
+    def check(self, run: Run, *, beat_all: bool = False, settle: bool = True) -> bool:
         """One look at a run: settle it if it ended, heartbeat it when due, enforce a stop.
 
-        Returns True when the run ended and was settled."""
+        Returns True when the run ended (and was settled, unless `settle` is False: check_all
+        settles the ended runs together)."""
         if run.handing_back:  # shutdown owns it now: its end is not a failure to report
             return False
         now = time.monotonic()
         due = beat_all or now >= run.next_beat
         # Local runs are cheap to ask; remote ones are asked only when a heartbeat is due.
         if (run.executor.local or due or run.exit is not None) and not self._alive(run):
-            self.settle(run)
+            if settle:
+                self.settle(run)
             return True
         if run.stop_requested_at is None and self._report_written(run, now):
             self.apply_written_report(run)
@@ -228,43 +230,82 @@ class RunTable:
 
     # -- ending ---------------------------------------------------------------------------------
 
+    def check_all(self, runs: list[Run], *, beat_all: bool = False) -> int:
+        """One look at each run; the runs that ended are settled together. Returns how many ended."""
+        ended = []
+        for run in runs:
+            try:
+                if self.check(run, beat_all=beat_all, settle=False):
+                    ended.append(run)
+            except Exception as exc:  # one run's trouble (a database outage) must not stop the others
+                logs.problem("heartbeat", exc, attempt=run.attempt_id)
+        if ended:
+            self.settle_many(ended)
+        return len(ended)
+
     def settle(self, run: Run) -> None:
         """Records an ended run's compute and, if the attempt never reported, its outcome."""
-        if run.exit is None:
-            run.exit = run.executor.exit(run.handle)
+        self.settle_many([run])
+
+    def settle_many(self, runs: list[Run]) -> None:
+        """Settles ended runs: compute and plain completions in one transaction, the rest one by one."""
+        pending = list(runs)
+        while pending:
+            for run in pending:
+                if run.exit is None:
+                    run.exit = run.executor.exit(run.handle)
+            ended = [self._ended(run) for run in pending]
+            with self.connection() as conn:
+                settled = settlement.settle_ended(conn, ended)
+            # A second run of the same task is settled in the next pass, after the first.
+            settled_tasks = {done.task_id for done in settled.values()}
+            later = [run for run in pending
+                     if run.attempt_id not in settled and run.claim.task.id in settled_tasks]
+            for run in pending:
+                if run in later:
+                    continue
+                done = settled.get(run.attempt_id)
+                outcome = None
+                if done is not None and done.report_due:
+                    exit = run.exit
+                    payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
+                    outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
+                with self._lock:
+                    self._runs.pop(run.attempt_id, None)
+                self._log_end(run, done, outcome)
+            pending = later
+
+    def _ended(self, run: Run) -> settlement.Ended:
+        """What settlement needs to know of an ended run: its report and its measured compute."""
         exit = run.exit
-        with self.connection() as conn:
-            self._record_compute(conn, run, exit)
-            attempt = queue.get_attempt(conn, run.attempt_id)
-        outcome = None
-        if attempt.reported_status is None and attempt.status in REPORTABLE:
-            payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
-            outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
-        with self._lock:
-            self._runs.pop(run.attempt_id, None)
+        cost = None
+        if run.executor.billed_by_time and exit.wall_seconds is not None:
+            cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
+        report = exit.report or failure_report(exit.error, retryable=exit.retryable)
+        return settlement.Ended(run.attempt_id, report=report, compute_seconds=exit.wall_seconds,
+                                cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus)
+
+    def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
+        exit = run.exit
+        if exit.wall_seconds is not None:
+            PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
+        reported = done.reported_status if done is not None else None
+        if done is not None and done.completed:
+            reported = "by worker"
         logs.change("attempt", "ended", attempt=run.attempt_id, task=run.claim.task.id,
                     agent=run.agent.name, exit_code=exit.exit_code,
                     wall_seconds=round(exit.wall_seconds, 3) if exit.wall_seconds is not None else None,
                     cpu_seconds=round(exit.cpu_seconds, 3) if exit.cpu_seconds is not None else None,
-                    reported=attempt.reported_status or (outcome and "by worker"),
-                    worker=self.config.worker_id)
-
-    def _record_compute(self, conn, run: Run, exit: Exit) -> None:
-        """Stores the run's measured compute: wall seconds, cost by time, DBUs."""
-        if exit.wall_seconds is None and exit.dbus is None:
-            return
-        cost = None
-        if run.executor.billed_by_time and exit.wall_seconds is not None:
-            cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
-        queue.record_compute(conn, run.attempt_id, compute_seconds=exit.wall_seconds,
-                             cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus)
+                    reported=reported or (outcome and "by worker"), worker=self.config.worker_id)
 
     def _report(self, attempt_id: int, payload: dict[str, Any], *, raise_db_errors: bool = False):
         """Applies a report directly (the worker is trusted); an invalid one becomes a failure."""
         try:
             with self.connection() as conn:
                 try:
+                    started = time.perf_counter()
                     outcome = queue.apply_callback(conn, attempt_id, payload)
+                    observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
                 except InvalidPayload as exc:
                     outcome = queue.apply_callback(conn, attempt_id, failure_report(
                         f"the agent's report is invalid: {exc}", retryable=False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -20,10 +21,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from agents.callback import SIGNATURE_HEADER, derive_attempt_secret, sign
 from app.api.common import get_pool, get_settings
 from app.api.health import record_callback
-from schema import queue
+from schema import payloads, queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
 from worker import logs
+from worker.metrics import observe_report
 from worker.executors.databricks import DatabricksExecutor
 
 router = APIRouter(tags=["callbacks"])
@@ -66,6 +68,9 @@ def _authenticate(conn: psycopg.Connection, attempt_id: int, settings: Settings,
 
 def _json_object(body: bytes) -> dict[str, Any]:
     """The body as a JSON object, or 422."""
+    # Parsing a deeply nested body would exhaust the parser's recursion: measure before parsing.
+    if payloads.nesting_depth(body) > payloads.MAX_DEPTH:
+        raise HTTPException(422, f"the body nests deeper than {payloads.MAX_DEPTH} levels")
     try:
         payload = json.loads(body)
     except ValueError:
@@ -82,7 +87,9 @@ def _apply(pool: ConnectionPool, settings: Settings, attempt_id: int, body: byte
         _authenticate(conn, attempt_id, settings, body, signature)
         payload = _json_object(body)
         try:
+            started = time.perf_counter()
             outcome = queue.apply_callback(conn, attempt_id, payload)
+            observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
         except InvalidPayload as exc:
             raise HTTPException(422, str(exc)) from None
     logs.change("attempt", "callback", attempt=attempt_id, task=outcome.task_id,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import Request
+from fastapi.responses import JSONResponse
 from psycopg_pool import ConnectionPool
 
 from schema.settings import Settings
+
+log = logging.getLogger("quire.app")
 
 
 def get_pool(request: Request) -> ConnectionPool:
@@ -14,3 +19,10 @@ def get_pool(request: Request) -> ConnectionPool:
 
 def get_settings(request: Request) -> Settings:
     return request.app.state.settings
+
+
+async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """A database outage is the caller's cue to retry later, not an internal error."""
+    log.warning("database unavailable for %s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse({"detail": "the database is unavailable; try again shortly"}, status_code=503,
+                        headers={"Retry-After": "5"})

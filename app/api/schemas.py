@@ -18,10 +18,11 @@ def filter_query(
     status: list[str] = Query([], description=f"any of {', '.join(STATUSES)}; repeatable"),
     agent: list[str] = Query([], description="repeatable"),
     customer: list[str] = Query([], description="repeatable"),
+    needs_review: bool = Query(False, description="only completed tasks with a low confidence"),
 ) -> TaskFilter:
     """FastAPI dependency: the dashboard filters from the query string."""
     try:
-        return make_filter(date_from, date_to, status, agent, customer)
+        return make_filter(date_from, date_to, status, agent, customer, needs_review)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 
@@ -59,6 +60,7 @@ class TaskOut(BaseModel):
 class TaskPage(BaseModel):
     tasks: list[TaskOut]
     next_cursor: str | None
+    total: int | None = None  # tasks the filters select, exact (read from the rollups)
 
 
 class AttemptOut(BaseModel):
@@ -166,6 +168,9 @@ class SummaryOut(BaseModel):
     median_latency_s: float | None
     p95_latency_s: float | None
     charts: dict[str, Any]
+    unpriced_attempts: int = 0
+    compute_pending_attempts: int = 0
+    spend_per_task: dict[str, dict[str, float | None]] = {}
 
     @classmethod
     def of(cls, summary: Summary, charts: dict[str, Any]) -> "SummaryOut":
@@ -175,7 +180,21 @@ class SummaryOut(BaseModel):
                    avg_tokens_per_task=tokens / summary.tasks_with_usage if summary.tasks_with_usage else None,
                    llm_cost_usd=float(summary.llm_cost_usd), compute_cost_usd_measured=float(summary.compute_cost_usd),
                    avg_confidence=summary.avg_confidence, median_latency_s=summary.median_latency_s,
-                   p95_latency_s=summary.p95_latency_s, charts=charts)
+                   p95_latency_s=summary.p95_latency_s, charts=charts,
+                   unpriced_attempts=summary.unpriced_attempts,
+                   compute_pending_attempts=summary.compute_pending_attempts,
+                   spend_per_task=summary.spend_per_task)
+
+
+class ChartsOut(BaseModel):
+    """The dashboard's chart series for one filter."""
+
+    bucket_seconds: int
+    throughput: list[dict[str, Any]]
+    cost_by_agent: list[dict[str, Any]]
+    cost_by_customer: list[dict[str, Any]]
+    latency_bins: list[dict[str, Any]]
+    confidence_bins: list[dict[str, Any]]
 
 
 def event_data(event: StreamEvent) -> dict[str, Any]:

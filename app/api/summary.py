@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from app import services
 from app.api.common import get_pool
-from app.api.schemas import SummaryOut, filter_query, plain
+from app.api.schemas import ChartsOut, SummaryOut, filter_query, plain
 from app.auth import Identity, require_user
 from schema.stats import TaskFilter
 
@@ -24,6 +24,13 @@ async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Dep
     overview = await services.summary(pool, flt)
     charts = await services.charts(pool, flt, overview)
     return SummaryOut.of(overview, plain(dataclasses.asdict(charts)))
+
+
+@router.get("/charts", response_model=ChartsOut)
+async def get_charts(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
+                     pool: ConnectionPool = Depends(get_pool)) -> ChartsOut:
+    """Throughput, cost by agent and customer, response time and confidence bins, for the same filters."""
+    return ChartsOut(**plain(dataclasses.asdict(await services.charts(pool, flt))))
 
 
 class ComputeCostOut(BaseModel):

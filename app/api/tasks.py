@@ -41,9 +41,17 @@ async def submit_tasks(
 ) -> SubmitResponse:
     """Checks every file first, then stores and enqueues each accepted one; one result per file."""
     limit = settings.max_upload_mb * 1_000_000
+    if len(files) > settings.max_batch_files:
+        raise HTTPException(status_code=413, detail=f"{len(files)} files in one request; at most "
+                                                    f"{settings.max_batch_files} (QUIRE_MAX_BATCH_FILES)")
     options = services.SubmitOptions(agent=agent or settings.default_agent, priority=priority,
                                      customer=(customer or "").strip() or None,
                                      rerun_duplicates=duplicates == "rerun")
+    try:
+        # A request Postgres could not store is refused whole, before any file is read or kept.
+        services.check_submission([f.filename or "document.pdf" for f in files], options)
+    except ValueError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from None
     results: list[services.SubmitResult] = []
     # A slice at a time keeps memory to one slice of documents however many are sent; reading one
     # byte past the limit is enough to reject an oversized file without holding all of it.
@@ -73,7 +81,10 @@ def _before(cursor: str | None) -> int | None:
         return None
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        return int(text.removeprefix("before:"))
+        before = int(text.removeprefix("before:"))
+        if not services.valid_id(before):
+            raise ValueError(before)
+        return before
     except ValueError as exc:
         raise HTTPException(status_code=422, detail="cursor not understood: pass next_cursor back as given") from exc
 
@@ -85,7 +96,8 @@ async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None
     """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
     rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
     next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
-    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor)
+    return TaskPage(tasks=[TaskOut.of(r) for r in rows], next_cursor=next_cursor,
+                    total=await services.task_count(pool, flt))
 
 
 async def _task_or_404(pool: ConnectionPool, task_id: int):
@@ -96,7 +108,7 @@ async def _task_or_404(pool: ConnectionPool, task_id: int):
 
 
 @router.get("/tasks/{task_id}", response_model=TaskDetail)
-async def get_task(task_id: int = PathParam(..., ge=1), _: Identity = Depends(require_user),
+async def get_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
                    pool: ConnectionPool = Depends(get_pool)) -> TaskDetail:
     """One task with its attempts (run and trace ids, tokens, cost), result and timeline."""
     return TaskDetail.of(await _task_or_404(pool, task_id))
@@ -104,7 +116,7 @@ async def get_task(task_id: int = PathParam(..., ge=1), _: Identity = Depends(re
 
 @router.get("/tasks/{task_id}/document", response_class=Response,
             responses={200: {"content": {"application/pdf": {}}}})
-async def get_document(task_id: int = PathParam(..., ge=1), _: Identity = Depends(require_user),
+async def get_document(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
                        pool: ConnectionPool = Depends(get_pool)):
     """The submitted PDF."""
     task = await _task_or_404(pool, task_id)
@@ -132,7 +144,7 @@ def _one(results: list[services.ActionResult]) -> ActionOut:
 
 @router.post("/tasks/{task_id}/retry", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
-async def retry_task(task_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), who: Identity = Depends(require_operator),
                      pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task."""
     return _one(await services.retry_tasks(pool, [task_id], actor=who.name))
@@ -140,7 +152,7 @@ async def retry_task(task_id: int = PathParam(..., ge=1), who: Identity = Depend
 
 @router.post("/tasks/{task_id}/cancel", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
-async def cancel_task(task_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+async def cancel_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), who: Identity = Depends(require_operator),
                       pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Cancels an enqueued or processing task."""
     return _one(await services.cancel_tasks(pool, [task_id], actor=who.name))

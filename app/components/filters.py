@@ -27,10 +27,12 @@ class FilterBar:
                 self.status = self._select("Status", STATUSES, "filter-status")
                 self.agent = self._select("Agent", [], "filter-agent")
                 self.customer = self._select("Customer", [], "filter-customer")
+                self.review = ui.checkbox("Needs review").props('dense data-testid="filter-review"') \
+                    .tooltip("Completed with a low confidence")
                 ui.space()
                 ui.button("Clear", icon="clear_all", on_click=self.clear).props("flat color=secondary")
             self.error = ui.label("").classes("text-negative text-sm")
-        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer):
+        for control in (self.date_from, self.date_to, self.status, self.agent, self.customer, self.review):
             control.on_value_change(self._changed)
 
     @staticmethod
@@ -47,7 +49,7 @@ class FilterBar:
 
     def current(self) -> TaskFilter:
         return make_filter(self.date_from.value or None, self.date_to.value or None, self.status.value or [],
-                           self.agent.value or [], self.customer.value or [])
+                           self.agent.value or [], self.customer.value or [], bool(self.review.value))
 
     async def _changed(self) -> None:
         try:
@@ -66,3 +68,4 @@ class FilterBar:
             control.set_value(None)
         for control in (self.status, self.agent, self.customer):
             control.set_value([])
+        self.review.set_value(False)

@@ -23,6 +23,16 @@ def _card(label: str, testid: str, *, accent: str | None = None) -> tuple[ui.lab
     return value, sub
 
 
+def spend_note(summary: Summary) -> str:
+    """Median and p90 LLM spend per task (never the mean), and usage that has no price yet."""
+    llm = summary.spend_per_task.get("llm") or {}
+    parts = ([f"median {fmt.money(llm['p50'])} per task, p90 {fmt.money(llm['p90'])}"]
+             if llm.get("p50") is not None else [])
+    if summary.unpriced_attempts:
+        parts.append(f"{summary.unpriced_attempts:,} unpriced")
+    return "; ".join(parts) or ("no usage reported yet" if not summary.tasks_with_usage else "no price configured")
+
+
 class KpiBoard:
     """Two rows of figure cards; the compute-cost card fetches on demand."""
 
@@ -61,8 +71,7 @@ class KpiBoard:
         self.tokens[1].text = (f"{fmt.tokens(total_tokens / summary.tasks_with_usage)} per task on average"
                                if summary.tasks_with_usage else "no usage reported yet")
         self.llm_cost[0].text = fmt.money(summary.llm_cost_usd)
-        self.llm_cost[1].text = (f"{fmt.money(summary.llm_cost_usd / summary.tasks_with_usage)} per task"
-                                 if summary.tasks_with_usage else "no usage reported yet")
+        self.llm_cost[1].text = spend_note(summary)
         self.latency[0].text = fmt.duration(summary.median_latency_s)
         self.latency[1].text = (f"p95 {fmt.duration(summary.p95_latency_s)}, submission to completion"
                                 if summary.median_latency_s is not None else "no completed tasks")

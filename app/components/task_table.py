@@ -13,6 +13,8 @@ from schema.stats import TaskFilter, TaskRow
 
 RETRYABLE = ("failed", "cancelled", "completed")
 CANCELLABLE = ("enqueued", "processing")
+MAX_CURSOR_WALK = 50
+MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
 
 COLUMNS = [
     {"name": "id", "label": "#", "field": "id", "sortable": True, "align": "left"},
@@ -45,12 +47,32 @@ DOCUMENT_SLOT = """
 ACTIONS_SLOT = """
 <q-td :props="props" auto-width class="text-no-wrap">
   <q-btn flat dense round size="sm" icon="replay" color="primary" :data-testid="'retry-' + props.row.id"
-         :disable="!['failed','cancelled','completed'].includes(props.row.status)"
+         :disable="VIEWER || !['failed','cancelled','completed'].includes(props.row.status)"
          @click="() => $parent.$emit('retry', props.row)"><q-tooltip>Retry</q-tooltip></q-btn>
   <q-btn flat dense round size="sm" icon="cancel" color="negative" :data-testid="'cancel-' + props.row.id"
-         :disable="!['enqueued','processing'].includes(props.row.status)"
+         :disable="VIEWER || !['enqueued','processing'].includes(props.row.status)"
          @click="() => $parent.$emit('cancel', props.row)"><q-tooltip>Cancel</q-tooltip></q-btn>
 </q-td>"""
+
+
+def actions_slot(who: Identity) -> str:
+    """The row buttons, disabled for a viewer (the handlers and the server refuse them anyway)."""
+    return ACTIONS_SLOT.replace("VIEWER", "false" if who.operator else "true")
+
+
+def page_request(pagination: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """The pagination a browser asked for, within bounds: a page of 1 to MAX_ROWS_PER_PAGE rows."""
+    merged = {**pagination, **{k: asked[k] for k in ("page", "rowsPerPage", "sortBy", "descending") if k in asked}}
+    try:
+        rows = int(merged["rowsPerPage"] or MAX_ROWS_PER_PAGE)  # Quasar's 0 means "all"
+        page = int(merged["page"] or 1)
+    except (TypeError, ValueError, OverflowError):
+        rows, page = pagination["rowsPerPage"], 1
+    merged["rowsPerPage"] = min(max(rows, 1), MAX_ROWS_PER_PAGE)
+    merged["page"] = min(max(page, 1), 10**9)
+    merged["sortBy"] = merged["sortBy"] if isinstance(merged["sortBy"], str) else "id"
+    merged["descending"] = bool(merged["descending"])
+    return merged
 
 
 class PagedTable(ui.table):
@@ -88,6 +110,9 @@ class TaskTable:
         self.filter = TaskFilter()
         self._on_changed = on_changed
         self.pagination = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True, "rowsNumber": 0}
+        # Keyset paging: page n+1 starts after the (sort value, id) of page n's last row.
+        self._cursors: dict[int, tuple[Any, int]] = {}
+        self.total_hint: int | None = None  # the filter's total, when the caller just read it
         with ui.card().classes("quire-card w-full p-0 gap-0"):
             with ui.row().classes("w-full items-center px-4 py-3 gap-3"):
                 ui.label("Tasks").classes("quire-section-title")
@@ -105,29 +130,58 @@ class TaskTable:
                 .classes("w-full")
             self.table.add_slot("body-cell-status", STATUS_SLOT)
             self.table.add_slot("body-cell-document_name", DOCUMENT_SLOT)
-            self.table.add_slot("body-cell-actions", ACTIONS_SLOT)
+            self.table.add_slot("body-cell-actions", actions_slot(who))
             self.table.on("request", self._on_request, ["pagination"])
             self.table.on("retry", lambda e: self._act("retry", [int(e.args["id"])]))
             self.table.on("cancel", lambda e: self._act("cancel", [int(e.args["id"])]))
         self._selection_changed()
 
     async def _on_request(self, event) -> None:
-        self.pagination.update({k: event.args["pagination"][k]
-                                for k in ("page", "rowsPerPage", "sortBy", "descending") if k in event.args["pagination"]})
+        before = {k: self.pagination.get(k) for k in ("rowsPerPage", "sortBy", "descending")}
+        asked = event.args.get("pagination") if isinstance(event.args, dict) else None
+        self.pagination.update(page_request(self.pagination, asked if isinstance(asked, dict) else {}))
+        if before != {k: self.pagination.get(k) for k in before}:
+            self._cursors = {}  # another order or page size: cursors of the old one mean nothing
         await self.refresh()
+
+    async def _cursor_for(self, page: int) -> tuple[Any, int] | None:
+        """The keyset cursor page `page` starts after; walks forward from the nearest known page."""
+        if page <= 1:
+            return None
+        known = max((p for p in self._cursors if p <= page), default=1)
+        cursor = self._cursors.get(known)
+        per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
+        sort, descending = self.pagination["sortBy"] or "id", bool(self.pagination["descending"])
+        # A far jump walks at most MAX_CURSOR_WALK pages (the table offers next and previous).
+        for p in range(known, min(page, known + MAX_CURSOR_WALK)):
+            _, cursor = await services.task_page(app.state.pool, self.filter, sort=sort, descending=descending,
+                                                 after=cursor, per_page=per_page)
+            if cursor is None:
+                return None
+            self._cursors[p + 1] = cursor
+        return cursor
 
     async def set_filter(self, flt: TaskFilter) -> None:
         self.filter = flt
         self.pagination["page"] = 1
+        self._cursors = {}
         self.table.selected = []
         self._selection_changed()
         await self.refresh()
 
     async def refresh(self) -> None:
-        per_page = self.pagination["rowsPerPage"] or 1000
-        rows, total = await services.task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
-                                               descending=bool(self.pagination["descending"]),
-                                               page=self.pagination["page"], per_page=per_page)
+        per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
+        page = max(int(self.pagination["page"] or 1), 1)
+        after = await self._cursor_for(page)
+        rows, cursor = await services.task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
+                                                descending=bool(self.pagination["descending"]),
+                                                after=after, per_page=per_page)
+        if cursor is not None:
+            self._cursors[page + 1] = cursor
+        # The page's summary read the same exact total a moment ago: no second read for it.
+        total, self.total_hint = self.total_hint, None
+        if total is None:
+            total = await services.task_count(app.state.pool, self.filter)
         self.pagination["rowsNumber"] = total
         self.table.rows = [table_row(r) for r in rows]
         self.table.pagination = dict(self.pagination)
@@ -140,8 +194,8 @@ class TaskTable:
     def _selection_changed(self, *_: Any) -> None:
         selected = self.table.selected
         self.selected_label.text = f"{len(selected)} selected" if selected else ""
-        self.retry_selected.set_enabled(any(r["status"] in RETRYABLE for r in selected))
-        self.cancel_selected.set_enabled(any(r["status"] in CANCELLABLE for r in selected))
+        self.retry_selected.set_enabled(self.who.operator and any(r["status"] in RETRYABLE for r in selected))
+        self.cancel_selected.set_enabled(self.who.operator and any(r["status"] in CANCELLABLE for r in selected))
 
     async def _retry_selection(self) -> None:
         await self._act("retry", [r["id"] for r in self.table.selected if r["status"] in RETRYABLE])

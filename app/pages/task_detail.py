@@ -13,7 +13,7 @@ from app.components.layout import frame, guard, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
 from schema.errors import NotFound
 from schema.models import Task
-from schema.stats import StreamEvent
+from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
 
 class TaskView:
@@ -45,12 +45,17 @@ class TaskView:
                                  f"{fmt.count(task.pages)} pages · {fmt.size(task.document_bytes)}").classes("quire-muted")
                     ui.badge(task.status.value, color=fmt.STATUS_COLORS[task.status.value]) \
                         .classes("text-sm px-3 py-1").props('data-testid="task-status"')
+                    if needs_review(task.status.value, task.confidence):
+                        ui.badge("needs review", color="warning").classes("text-sm px-3 py-1") \
+                            .props('data-testid="task-needs-review"') \
+                            .tooltip(f"Confidence below {fmt.percent(REVIEW_CONFIDENCE)}: check the fields")
                     if task.status.value in ("failed", "cancelled", "completed"):
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
-                                  on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"')
+                                  on_click=lambda: self.act("retry")).props('outline color=primary data-testid="detail-retry"') \
+                            .set_enabled(self.who.operator)
                     if task.status.value in ("enqueued", "processing"):
                         ui.button("Cancel", icon="cancel", on_click=lambda: self.act("cancel")) \
-                            .props('outline color=negative data-testid="detail-cancel"')
+                            .props('outline color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
                 with ui.element("div").classes("grid grid-cols-2 md:grid-cols-4 gap-x-8 gap-y-3 w-full"):
                     fact("Customer", task.customer or fmt.DASH)
                     fact("Submitted by", task.submitted_by or fmt.DASH)
@@ -111,8 +116,11 @@ async def task_page(request: Request, task_id: int):
         return who
     with frame(who, active="dashboard"):
         try:
+            if not services.valid_id(task_id):
+                raise NotFound(f"unknown task {task_id}")
             task = await services.task_detail(app.state.pool, task_id)
         except NotFound:
+            ui.context.client.status_code = 404
             with ui.card().classes("quire-card w-full p-8 items-center gap-2"):
                 ui.icon("search_off", size="48px").classes("quire-muted")
                 ui.label(f"There is no task {task_id}.").classes("text-lg")

@@ -19,6 +19,16 @@ def _duplicate(name: str, results: list[services.SubmitResult]) -> bool:
     return any(r.name == name and r.outcome == "duplicate" for r in results)
 
 
+async def _head(file, limit: int) -> bytes:
+    """The file's bytes, or its first `limit + 1` when larger: enough to refuse it, no more in memory."""
+    data = bytearray()
+    async for chunk in file.iterate(chunk_size=min(limit + 1, 1 << 20)):
+        data += chunk[:limit + 1 - len(data)]
+        if len(data) > limit:
+            break
+    return bytes(data)
+
+
 class UploadForm:
     """The submission form and the batch it produces."""
 
@@ -45,6 +55,9 @@ class UploadForm:
                 ui.space()
                 ui.label(f"Up to {self.settings.max_upload_mb} MB per file").classes("text-sm quire-muted")
             self.uploader = ui.upload(multiple=True, auto_upload=True, label="PDF documents",
+                                      max_file_size=self.settings.max_upload_mb * 1_000_000,
+                                      max_files=self.settings.max_batch_files,
+                                      on_rejected=self._refused_by_browser,
                                       on_begin_upload=self._begin, on_multi_upload=self._received) \
                 .props('flat color=primary data-testid="uploader"').classes("w-full")
             self.busy = ui.row().classes("items-center gap-2")
@@ -60,6 +73,10 @@ class UploadForm:
         values.update(overrides)
         return services.SubmitOptions(**values)
 
+    def _refused_by_browser(self) -> None:
+        ui.notify(f"Some files were not sent: larger than {self.settings.max_upload_mb} MB, "
+                  f"or more than {self.settings.max_batch_files} at once.", type="warning", position="top")
+
     def _begin(self) -> None:
         self.busy_label.text = "Uploading and checking files…"
         self.busy.visible = True
@@ -72,7 +89,8 @@ class UploadForm:
             for start in range(0, len(event.files), SLICE):
                 files = event.files[start:start + SLICE]
                 self.busy_label.text = f"Checking files {start + 1}–{start + len(files)} of {len(event.files)}…"
-                uploads = [services.Upload(f.name, await f.read()) for f in files]
+                limit = self.settings.max_upload_mb * 1_000_000
+                uploads = [services.Upload(f.name, await _head(f, limit)) for f in files]
                 results = await services.submit(self.pool, self.settings, uploads, self._options(),
                                                 submitted_by=self.who.name)
                 # Only duplicates keep their bytes, for a re-run on request.
@@ -82,6 +100,8 @@ class UploadForm:
             message = f"{created} of {len(event.files)} files queued"
             ui.notify(message + (f", {rejected} rejected" if rejected else ""),
                       type="positive" if not rejected else "warning", position="top")
+        except ValueError as exc:  # a request Postgres could not store: nothing was written
+            ui.notify(str(exc), type="negative", position="top")
         finally:
             self.busy.visible = False
             self.uploader.reset()

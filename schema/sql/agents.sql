@@ -32,8 +32,10 @@ RETURNING *;
 
 -- name: agent_load_one
 -- What admission needs to know about the work of one agent already admitted: tasks in flight and
--- tokens reserved (actual usage once reported, else the estimate) over the trailing minute.
+-- tokens reserved (actual usage once reported, else the estimate) over the trailing minute, and
+-- the clock admission decides by.
 SELECT
+    coalesce(%(now)s, now()) AS now,
     (SELECT count(*) FROM tasks
       WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
     (SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0)

@@ -10,6 +10,7 @@ AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz
 AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[]))
 AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
 AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
+AND (%(review_below)s::float8 IS NULL OR (t.status = 'completed' AND t.confidence < %(review_below)s::float8))
 
 -- name: stats_summary_filtered
 -- Every headline figure of the dashboard in one pass over the filtered tasks and their attempts.
@@ -43,16 +44,30 @@ SELECT count(*) AS total,
        (SELECT attempts FROM spend) AS attempts
 FROM t;
 
--- name: task_list_page
--- One page of the dashboard's task table; {order_by} is a whitelisted column and direction.
+-- name: task_list_keyset
+-- One page of the dashboard's task table after a cursor (keyset, never OFFSET); the caller composes
+-- in a whitelisted sort column and direction, and the cursor condition (TRUE on the first page).
 SELECT t.id, t.agent, t.customer, t.priority, t.status::text AS status, t.document_name,
        t.document_sha256, t.pages, t.confidence, t.error, t.submitted_by, t.attempt_count,
        t.parent_id, t.created_at, t.finished_at, t.latency_s,
-       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd
+       t.input_tokens, t.output_tokens, t.llm_cost_usd, t.compute_cost_usd, {sort_value} AS sort_value
 FROM task_list_rows t
-WHERE {task_filter}
+WHERE {task_filter} AND {after}
 ORDER BY {order_by}
-LIMIT %(limit)s OFFSET %(offset)s;
+LIMIT %(limit)s;
+
+-- name: task_after_cursor
+-- Fragment: rows after the cursor (sort value, id) in a NULLS LAST order, either direction.
+({sort_value} IS NULL OR {sort_value} {op} %(after_value)s
+ OR ({sort_value} = %(after_value)s AND t.id {op} %(after_id)s))
+
+-- name: task_after_cursor_null
+-- Fragment: rows after a cursor whose sort value is NULL: only NULLs remain, in id order.
+({sort_value} IS NULL AND t.id {op} %(after_id)s)
+
+-- name: task_after_id
+-- Fragment: rows after the cursor when the order is the id itself (an index range, not a filter).
+(t.id {op} %(after_id)s)
 
 -- name: task_list_after
 -- Cursor paging for the API: newest first, keyed on id so a page never shifts under inserts.
@@ -64,10 +79,6 @@ FROM task_list_rows t
 WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
 ORDER BY t.id DESC
 LIMIT %(limit)s;
-
--- name: task_count_filtered
--- How many tasks the filters select, for the table's page count.
-SELECT count(*) AS n FROM tasks t WHERE {task_filter};
 
 -- name: task_list_by_ids
 -- The current state of a set of tasks (an upload batch).

@@ -41,29 +41,49 @@ UPDATE tasks SET waiting_since = coalesce(%(now)s, now())
 WHERE id = ANY(%(ids)s::bigint[]) AND waiting_since IS NULL;
 
 -- name: task_claim_batch
--- Claims up to %(limit)s tasks in priority order and opens an attempt for each, in one statement.
--- %(ids)s, when given, restricts the claim to tasks that admission already chose and locked;
--- %(unthrottled_only)s lets it run alone, as its own transaction, for agents without limits.
-WITH agent AS (
-    SELECT name, lease_seconds, executor FROM agents
-    WHERE name = %(agent)s AND config_error IS NULL  -- a misconfigured agent's tasks wait
-      AND (NOT %(unthrottled_only)s OR (max_concurrent_tasks IS NULL AND max_tpm IS NULL))
+-- Claims tasks in priority order and opens an attempt for each, in one statement, for one agent
+-- (%(agent)s) or for every agent whose executor has free slots here. Each (executor, pool, slots)
+-- triple of the arrays gives slots to a pool of executors (a NULL executor matches any agent);
+-- the pool's slots go to its agents' best tasks. %(ids)s, when given, restricts the claim to tasks
+-- that admission already chose and locked; %(unthrottled_only)s lets it run alone, as its own
+-- transaction, for agents without limits.
+WITH wanted AS (
+    SELECT a.name, a.lease_seconds, a.executor, s.pool, s.slots
+    FROM agents a
+    JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
+      ON s.executor IS NULL OR s.executor = a.executor
+    WHERE a.config_error IS NULL  -- a misconfigured agent's tasks wait
+      AND (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
+      AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL))
+), candidates AS (
+    -- Each agent's claimable head, read in index order (claim order) and locked.
+    SELECT c.id, c.priority, c.created_at, w.name AS agent, w.pool, w.slots
+    FROM wanted w CROSS JOIN LATERAL (
+        SELECT t.id, t.priority, t.created_at
+        FROM tasks t
+        WHERE t.agent = w.name AND t.status = 'enqueued' AND t.run_after <= coalesce(%(now)s, now())
+          AND (%(ids)s::bigint[] IS NULL OR t.id = ANY(%(ids)s::bigint[]))
+        ORDER BY t.priority DESC, t.created_at, t.id
+        LIMIT w.slots
+        FOR UPDATE SKIP LOCKED
+    ) c
 ), picked AS (
-    SELECT id FROM tasks
-    WHERE agent = (SELECT name FROM agent) AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
-      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-    ORDER BY priority DESC, created_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    -- A pool's slots go to the best candidates of all its agents (a few rows are sorted here).
+    SELECT r.id, r.agent FROM (
+        SELECT id, agent, slots,
+               row_number() OVER (PARTITION BY pool ORDER BY priority DESC, created_at, id) AS n
+        FROM candidates
+    ) r
+    WHERE r.n <= r.slots
 ), opened AS (
     INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
                                estimated_tokens, started_at, heartbeat_at)
     SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s,
-           coalesce(%(executor)s, (SELECT executor FROM agent)),
+           coalesce(%(executor)s, w.executor),
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won
            t.estimated_tokens, coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())
-    FROM tasks t JOIN picked USING (id)
+    FROM tasks t JOIN picked p USING (id) JOIN wanted w ON w.name = t.agent
     RETURNING id, task_id, attempt_no, callback_secret
 )
 UPDATE tasks t SET
@@ -72,12 +92,12 @@ UPDATE tasks t SET
     current_attempt_id = o.id,
     locked_by = %(worker_id)s,
     lease_expires_at = coalesce(%(now)s, now())
-                       + make_interval(secs => coalesce(%(lease_seconds)s, (SELECT lease_seconds FROM agent))),
+                       + make_interval(secs => coalesce(%(lease_seconds)s, w.lease_seconds)),
     started_at = coalesce(t.started_at, coalesce(%(now)s, now())),
     waiting_since = NULL,
     updated_at = coalesce(%(now)s, now())
-FROM opened o
-WHERE t.id = o.task_id
+FROM opened o, wanted w
+WHERE t.id = o.task_id AND w.name = t.agent
 RETURNING t.*, o.id AS claim_attempt_id, o.attempt_no AS claim_attempt_no,
           o.callback_secret AS claim_callback_secret;
 
@@ -215,7 +235,3 @@ RETURNING *;
 -- name: task_events_for_task
 -- A task's timeline: every state change in order, with who caused it where known.
 SELECT id, status, prev_status, actor, at FROM task_events WHERE task_id = %(task_id)s ORDER BY id;
-
--- name: clock_now_one
--- The transaction's time, for decisions made in Python when the caller did not set the clock.
-SELECT now() AS now;

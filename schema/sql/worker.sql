@@ -37,9 +37,13 @@ WHERE status = 'enqueued' AND run_after > coalesce(%(now)s, now());
 -- The worker's LISTEN connection subscribes to the task events the triggers publish.
 LISTEN quire_tasks;
 
+-- name: channel_listen_agents
+-- The same connection hears of agent configuration changes (workers cache the configuration).
+LISTEN quire_agents;
+
 -- name: channel_listening_one
 -- Health check of a LISTEN connection: a connection that lost its subscription must reconnect.
-SELECT 'quire_tasks' = ANY(ARRAY(SELECT pg_listening_channels())) AS listening;
+SELECT ARRAY['quire_tasks', 'quire_agents'] <@ ARRAY(SELECT pg_listening_channels()::text) AS listening;
 
 -- name: database_exists_one
 -- Whether the database MLflow keeps its traces in exists yet on this server.

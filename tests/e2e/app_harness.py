@@ -213,3 +213,31 @@ def complete(conn, attempt_id: int, *, confidence: float = 0.9, tokens: tuple[in
         "result": {"document_type": "invoice", "extractor": "offline", "model": None, "pages": 1,
                    "fields": {"invoice_number": {"value": f"INV-{attempt_id}", "confidence": confidence},
                               "total": {"value": 1220.0, "confidence": confidence}}}})
+
+
+def raw_request(port: int, head: str, body: bytes = b"", *, chunks: list[bytes] | None = None) -> tuple[int, str]:
+    """Sends a request over a bare socket (headers, then maybe some body) and returns the status
+    line's code and the response; the server must answer without the rest of the body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(head.encode() + b"\r\n" + body)
+        try:
+            for chunk in chunks or ():
+                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and hung up: what a refused body looks like
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < _length(data):
+            part = sock.recv(65536)
+            if not part:
+                break
+            data += part
+    status_line, _, rest = data.decode(errors="replace").partition("\r\n")
+    return int(status_line.split(" ")[1]), rest
+
+
+def _length(response: bytes) -> int:
+    for line in response.partition(b"\r\n\r\n")[0].split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0

@@ -53,7 +53,7 @@ def test_viewers_submit_and_read_but_cannot_retry_or_cancel(app_server):
     assert queue.get_task(conn, task_id).cancelled_by == "ADMIN@example.com"
 
 
-def test_viewer_is_refused_in_the_table_and_operator_is_not(app_server):
+def test_viewer_sees_retry_and_cancel_disabled_and_operator_can_use_them(app_server):
     server, conn = app_server
     task = queue.enqueue(conn, agent="documents", document_uri="/a/table.pdf", customer="Auth Co")
     with sync_playwright() as playwright:
@@ -63,16 +63,25 @@ def test_viewer_is_refused_in_the_table_and_operator_is_not(app_server):
                 context = browser.new_context(extra_http_headers={"X-Forwarded-Email": email})
                 context.set_default_timeout(10_000)
                 page = context.new_page()
+                page.goto(f"{server.url}/tasks/{task.id}")
+                expect(page.locator('[data-testid="task-status"]')).to_have_text("enqueued")
+                detail_cancel = page.locator('[data-testid="detail-cancel"]')
+                expect(detail_cancel).to_be_enabled() if allowed else expect(detail_cancel).to_be_disabled()
                 page.goto(f"{server.url}/dashboard")
                 page.wait_for_function("() => window.did_handshake === true")
                 expect(page.locator('[data-testid="identity"]')).to_have_text(email)
-                page.locator(f'[data-testid="cancel-{task.id}"]').click()
+                cancel = page.locator(f'[data-testid="cancel-{task.id}"]')
                 status = page.locator(f'[data-testid="status-{task.id}"]')
+                expect(status).to_have_text("enqueued")
                 if allowed:
+                    cancel.click()
                     expect(status).to_have_text("cancelled")
                 else:
-                    expect(page.locator(".q-notification")).to_contain_text("needs the operator role")
-                    expect(status).to_have_text("enqueued")
+                    expect(cancel).to_be_disabled()
+                    expect(page.locator(f'[data-testid="retry-{task.id}"]')).to_be_disabled()
+                    # Selecting the row does not enable the bulk buttons either.
+                    page.locator(f'tr:has([data-testid="cancel-{task.id}"]) .q-checkbox').click()
+                    expect(page.locator('[data-testid="cancel-selected"]')).to_be_disabled()
                     assert queue.get_task(conn, task.id).status.value == "enqueued"
                 context.close()
         finally:

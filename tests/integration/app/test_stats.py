@@ -60,16 +60,28 @@ def test_charts_follow_the_filter(conn):
     assert sum(r["n"] for r in beta.throughput) == 3
 
 
-def test_table_pages_and_sorts_on_the_server(conn):
+def test_table_pages_by_keyset_and_sorts_on_the_server(conn):
     _seed(conn)
-    rows, total = stats.task_list_page(conn, TaskFilter(), sort="tokens", descending=True, limit=2, offset=0)
-    assert total == 6 and len(rows) == 2 and all(r.input_tokens == 1000 for r in rows)
-    rest, _ = stats.task_list_page(conn, TaskFilter(), sort="tokens", descending=True, limit=10, offset=2)
-    assert len(rest) == 4 and not {r.id for r in rest} & {r.id for r in rows}
-    by_customer, _ = stats.task_list_page(conn, TaskFilter(), sort="customer", descending=False, limit=10)
+    rows, after = stats.task_list_keyset(conn, TaskFilter(), sort="tokens", descending=True, limit=2)
+    assert stats.task_count(conn, TaskFilter()) == 6 and len(rows) == 2 and all(r.input_tokens == 1000 for r in rows)
+    rest, end = stats.task_list_keyset(conn, TaskFilter(), sort="tokens", descending=True, after=after, limit=10)
+    assert len(rest) == 4 and not {r.id for r in rest} & {r.id for r in rows} and end is None
+    by_customer, _ = stats.task_list_keyset(conn, TaskFilter(), sort="customer", descending=False, limit=10)
     assert [r.customer for r in by_customer] == ["acme"] * 3 + ["globex"] * 2 + [None]
+    # Page by page through a sort with ties and NULLs: every task once, in the order of one query.
+    for sort in ("customer", "confidence", "latency_s", "id", "created_at"):
+        for descending in (True, False):
+            whole, _ = stats.task_list_keyset(conn, TaskFilter(), sort=sort, descending=descending, limit=100)
+            paged, after = [], None
+            while True:
+                page, after = stats.task_list_keyset(conn, TaskFilter(), sort=sort, descending=descending,
+                                                     after=after, limit=2)
+                paged += page
+                if after is None:
+                    break
+            assert [r.id for r in paged] == [r.id for r in whole], (sort, descending)
     # An unknown sort key is never composed into SQL: it falls back to the id.
-    fallback, _ = stats.task_list_page(conn, TaskFilter(), sort="id; DROP TABLE tasks", limit=10)
+    fallback, _ = stats.task_list_keyset(conn, TaskFilter(), sort="id; DROP TABLE tasks", limit=10)
     assert [r.id for r in fallback] == sorted((r.id for r in fallback), reverse=True)
 
 
@@ -162,3 +174,17 @@ def test_billing_lookup_sends_the_run_ids_and_sums_the_rows():
         assert len(FakeStatements.received) == 1  # no run ids: no query
     finally:
         server.shutdown()
+
+
+def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
+    _seed(conn)  # three completed at 0.9, three enqueued
+    make_task(conn, "beta", customer="globex")
+    _finish(conn, "beta", confidence=0.42, tokens=10, cost=0.0)  # the three beta tasks
+    flagged = stats.stats_summary_filtered(conn, TaskFilter(needs_review=True))
+    assert flagged.total == 4 and flagged.counts.get("completed") == 4
+    assert abs(flagged.avg_confidence - 0.42) < 1e-6
+    rows, total = stats.task_list_page(conn, TaskFilter(needs_review=True), sort="id", descending=False,
+                                       limit=10, offset=0)
+    assert total == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    assert stats.needs_review("completed", 0.42) and not stats.needs_review("completed", 0.9)
+    assert not stats.needs_review("failed", None)

@@ -51,8 +51,20 @@ def test_claim_uses_the_partial_claim_index(conn):
         make_task(conn)
     conn.execute("ANALYZE tasks")
     conn.execute("SET enable_seqscan = off")
-    params = {"agent": "docs", "worker_id": "w", "limit": 1, "now": None, "executor": None,
-              "lease_seconds": None, "ids": None, "unthrottled_only": True}
-    plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + q("task_claim_batch"), params))
-    assert "tasks_claim_idx" in plan
-    assert "Sort" not in plan
+    params = {"agent": None, "worker_id": "w", "now": None, "executor": None, "lease_seconds": None,
+              "executors": ["local"], "pools": ["local"], "slots": [10], "ids": None,
+              "unthrottled_only": True}
+    [[plan]] = conn.execute("EXPLAIN (FORMAT JSON) " + q("task_claim_batch"), params).fetchone().values()
+
+    def walk(node, parents=()):
+        yield node, parents
+        for child in node.get("Plans", []):
+            yield from walk(child, (node, *parents))
+
+    nodes = list(walk(plan["Plan"]))
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "tasks" for n, _ in nodes)
+    claim_scans = [(n, p) for n, p in nodes if n.get("Index Name") == "tasks_claim_idx"]
+    assert claim_scans, "the claim reads the partial claim index"
+    # The backlog is never sorted: each agent's head is read in index order, locked and cut there.
+    for _, parents in claim_scans:
+        assert [p["Node Type"] for p in parents[:2]] == ["LockRows", "Limit"]

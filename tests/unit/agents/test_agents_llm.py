@@ -126,9 +126,10 @@ def test_servers_without_json_mode_are_asked_again_without_it(llm_env) -> None:
 
 def test_long_documents_are_sent_in_chunks_and_merged(llm_env, monkeypatch) -> None:
     def answer(request: dict) -> tuple:
-        text = request["messages"][1]["content"]
+        # The document part only: the offline hint before it may name the law as well.
+        text = request["messages"][1]["content"].split("\nPart ", 1)[-1]
         fields = {}
-        if "Part 1 of" in text:
+        if text.startswith("1 of"):
             fields = {"parties": {"value": ["Delta Logistics Ltd"], "confidence": 0.9},
                       "effective_date": {"value": "2024-01-02", "confidence": 0.9}}
         if "New York" in text:
@@ -180,3 +181,35 @@ def test_parse_answer_accepts_code_fences_and_fixed_types() -> None:
     assert doc_type == "other" and fields == {}
     doc_type, fields = parse_answer('{"fields": {"total": {"value": 5, "confidence": 1}}}', "invoice")
     assert doc_type == "invoice" and fields["total"].value == 5.0
+
+
+def test_answers_failing_the_arithmetic_get_one_repair_round(llm_env) -> None:
+    wrong = json.loads(json.dumps(INVOICE_ANSWER))
+    wrong["fields"]["total"]["value"] = 1364.0  # a misread digit: 1200 + 264 != 1364
+    replies = [(200, completion(json.dumps(wrong), 900, 100)),
+               (200, completion(json.dumps(INVOICE_ANSWER), 950, 110))]
+    with FakeChatServer(replies) as server:
+        llm_env(server)
+        extraction, usage = _run()
+    assert len(server.requests) == 2
+    first = server.requests[0]["messages"]
+    assert "A rule-based reader found these values" in first[1]["content"]
+    assert "the seller who issued the invoice" in first[0]["content"]
+    recheck = server.requests[1]["messages"][-1]["content"]
+    assert "fail the document's checks" in recheck and "not the total 1364" in recheck
+    assert extraction.fields["total"].value == 1464.0
+    assert extraction.fields["total"].confidence == 0.95
+    assert (usage.input_tokens, usage.output_tokens) == (1850, 210)
+
+
+def test_an_answer_still_failing_after_repair_is_kept_with_lower_confidence(llm_env) -> None:
+    vat = json.loads(json.dumps(INVOICE_ANSWER))
+    vat["fields"]["invoice_number"]["value"] = "IT01234567890"
+    with FakeChatServer([(200, completion(json.dumps(vat), 500, 50))]) as server:
+        llm_env(server)
+        extraction, _ = _run()
+    assert len(server.requests) == 2  # one repair round, no more
+    assert "VAT/GST/company ID" in server.requests[1]["messages"][-1]["content"]
+    assert extraction.fields["invoice_number"].value == "IT01234567890"
+    assert extraction.fields["invoice_number"].confidence == pytest.approx(0.97 * 0.7)
+    assert extraction.fields["total"].confidence == 0.95  # untouched: it passed its checks

@@ -138,3 +138,31 @@ def test_cli_rejects_a_folder_without_truth(tmp_path, capsys):
     assert "no PDF with a truth file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([str(tmp_path / "missing")], extract_fn=oracle)
+
+
+def test_nested_folders_are_scored_per_source_on_the_core_fields(tmp_path):
+    for sub in ("real/packaged", "real/scans"):
+        (tmp_path / sub).mkdir(parents=True)
+    truth = {"document_type": "invoice",
+             "fields": {"issuer": ["Acme Inc.", "Acme"], "invoice_number": "7",
+                        "issue_date": "2024-01-02", "total": 10.0, "currency": "USD"}}
+    for sub in ("real/packaged", "real/scans"):
+        (tmp_path / sub / "a.pdf").write_bytes(b"%PDF-1.4")
+        (tmp_path / sub / "a.json").write_text(json.dumps(truth), encoding="utf-8")
+
+    def half_right(path: str, extractor: str = "offline") -> dict:
+        right = "packaged" in path
+        return {"document_type": "invoice", "fields": {
+            "issuer": {"value": "ACME"}, "invoice_number": {"value": "7"},
+            "issue_date": {"value": "2024-01-02" if right else None},
+            "total": {"value": 10.0 if right else 1.0}, "currency": {"value": "USD"}}}
+
+    report = run_benchmark([tmp_path / "real"], half_right)
+    sources = report["sources"]
+    assert set(sources) == {"real/packaged", "real/scans"}
+    assert sources["real/packaged"]["core"]["accuracy"] == 1.0
+    assert sources["real/scans"]["core"] == {"accuracy": 0.6, "correct": 3, "n": 5}
+    assert sources["real/scans"]["fields"]["total"]["accuracy"] == 0.0
+    # Only the fields the truth lists are scored: no subtotal, tax or line items here.
+    assert set(report["fields"]["invoice"]) == set(truth["fields"])
+    assert "real/scans" in format_table(report)

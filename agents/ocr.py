@@ -1,0 +1,133 @@
+"""OCR for scanned, image-only PDF pages: Tesseract through pytesseract on pypdfium2 renders.
+
+Pages are rendered at 300 dpi, straightened (a sheet never lies quite straight on the glass),
+read word by word, and the words are laid out into the same rows of cells as a text PDF's
+characters, in PDF points, so every rule downstream works unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from typing import Any
+
+from agents.layout import Cell, Line, clean
+
+DEFAULT_LANGUAGES = "eng+ita+fra+deu+nld+spa+por"
+_DPI = int(os.environ.get("QUIRE_OCR_DPI", "300"))
+_MIN_WORD_CONFIDENCE = 20
+_INK = 128
+_SKEW_DEGREES = [x / 10 for x in range(-30, 31, 2)]
+
+
+class OCRUnavailable(RuntimeError):
+    """Tesseract or its Python binding is not installed."""
+
+
+def tesseract_cmd() -> str:
+    """The Tesseract executable, from QUIRE_TESSERACT_CMD (default `tesseract` on the PATH)."""
+    return os.environ.get("QUIRE_TESSERACT_CMD", "tesseract")
+
+
+def ocr_problem() -> str | None:
+    """Why OCR cannot run here, or None when it can."""
+    try:
+        import pytesseract  # noqa: F401
+    except ImportError:
+        return "OCR is not installed (the pytesseract package is missing)"
+    if shutil.which(tesseract_cmd()) is None:
+        return (f"OCR is not installed (no Tesseract executable {tesseract_cmd()!r}; "
+                "install the tesseract-ocr package)")
+    return None
+
+
+def ocr_available() -> bool:
+    """Whether scanned pages can be read on this machine."""
+    return ocr_problem() is None
+
+
+@functools.lru_cache(maxsize=4)
+def _languages(cmd: str, wanted: str) -> str:
+    import pytesseract
+
+    pytesseract.pytesseract.tesseract_cmd = cmd
+    installed = set(pytesseract.get_languages(config=""))
+    chosen = [lang for lang in wanted.split("+") if lang in installed]
+    return "+".join(chosen) or "eng"
+
+
+def ocr_page(page: Any) -> list[Line]:
+    """Rows of cells read from one pypdfium2 page's image."""
+    problem = ocr_problem()
+    if problem:
+        raise OCRUnavailable(problem)
+    import pytesseract
+
+    cmd = tesseract_cmd()
+    pytesseract.pytesseract.tesseract_cmd = cmd
+    # Tesseract's threads fight the worker's parallel tasks on small machines; one each.
+    os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+    languages = _languages(cmd, os.environ.get("QUIRE_OCR_LANGUAGES", DEFAULT_LANGUAGES))
+    scale = _DPI / 72
+    image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
+    # Grey shading behind table rows hides their figures from Tesseract's own binarisation, so
+    # the page is made black and white first, keeping only ink darker than mid-grey. (Filtering
+    # out dust specks as well would also erase decimal points: the stray marks they leave are
+    # dropped as cells below instead.)
+    image = _straighten(image.point(lambda v: 255 if v > _INK else 0))
+    # One uniform block: rows are read across every column, as an invoice's rows are meant.
+    data = pytesseract.image_to_data(image, lang=languages, config="--psm 6",
+                                     output_type=pytesseract.Output.DICT)
+    return _lines(data, scale)
+
+
+def _lines(data: dict, scale: float) -> list[Line]:
+    """Tesseract's text lines as rows of cells: a gap wider than the text height starts a cell."""
+    rows: dict[tuple, list[int]] = {}
+    for i, text in enumerate(data["text"]):
+        if text.strip() and float(data["conf"][i]) >= _MIN_WORD_CONFIDENCE:
+            key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
+            rows.setdefault(key, []).append(i)
+    lines = []
+    for key in sorted(rows, key=lambda k: min(data["top"][i] for i in rows[k])):
+        words = sorted(rows[key], key=lambda i: data["left"][i])
+        heights = sorted(data["height"][i] for i in words)
+        em = heights[len(heights) // 2]
+        cells: list[Cell] = []
+        texts: list[str] = []
+        start = end = None
+        for i in words:
+            left, right = data["left"][i], data["left"][i] + data["width"][i]
+            if end is not None and left - end > 1.2 * em:
+                cells.append(Cell(clean(" ".join(texts)), start / scale, end / scale))
+                texts, start = [], None
+            start = left if start is None else start
+            end = right
+            texts.append(data["text"][i].strip())
+        cells.append(Cell(clean(" ".join(texts)), start / scale, end / scale))
+        # Table rules and dust read as "|", "_" or ".": cells with no letter or digit are noise.
+        cells = [Cell(text, c.x0, c.x1) for c in cells
+                 if (text := c.text.strip(" |_[]{}")) and any(ch.isalnum() for ch in text)]
+        if cells:
+            lines.append(Line(tuple(cells)))
+    return lines
+
+
+def _straighten(image):
+    """The page rotated by the small angle that makes its text rows most horizontal."""
+    import numpy as np
+    from PIL import Image
+
+    small = image.resize((image.width // 4, image.height // 4))
+    ink = Image.eval(small, lambda v: 255 if v < 160 else 0)
+    best_angle, best_score = 0.0, -1.0
+    for angle in _SKEW_DEGREES:
+        rows = np.asarray(ink.rotate(angle, fillcolor=0), dtype=np.float32).sum(axis=1)
+        # Straight rows of text give sharp peaks and empty gaps between them.
+        score = float(np.square(np.diff(rows)).sum())
+        if score > best_score:
+            best_angle, best_score = angle, score
+    if best_angle == 0.0:
+        return image
+    return image.rotate(best_angle, fillcolor=255, resample=Image.BICUBIC, expand=True)

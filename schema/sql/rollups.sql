@@ -1,0 +1,141 @@
+-- name: rollup_fold
+-- Folds every task marked since the last fold into the rollups (-1: another fold is running).
+SELECT quire_rollup_fold() AS folded;
+
+-- name: rollup_pending_count
+-- Marks not folded yet: a reader folds first when too many pile up (no worker running).
+SELECT count(*) AS n FROM rollup_dirty;
+
+-- name: rollup_keys
+-- Fragment, not a query: the status, agent and customer filters on rollup or contribution rows x.
+(%(statuses)s::text[] IS NULL OR x.status::text = ANY(%(statuses)s::text[]))
+AND (%(agents)s::text[] IS NULL OR x.agent = ANY(%(agents)s::text[]))
+AND (%(customers)s::text[] IS NULL OR x.customer = ANY(%(customers)s::text[]))
+
+-- name: rollup_segments
+-- Fragment: the whole buckets a date range covers, at most two ranges per grain (see schema/rollups.py).
+(   (x.grain = 'm' AND ((x.bucket >= %(m1_lo)s::timestamptz AND x.bucket < %(m1_hi)s::timestamptz)
+                      OR (x.bucket >= %(m2_lo)s::timestamptz AND x.bucket < %(m2_hi)s::timestamptz)))
+ OR (x.grain = 'd' AND ((x.bucket >= %(d1_lo)s::timestamptz AND x.bucket < %(d1_hi)s::timestamptz)
+                      OR (x.bucket >= %(d2_lo)s::timestamptz AND x.bucket < %(d2_hi)s::timestamptz)))
+ OR (x.grain = 'h' AND ((x.bucket >= %(h1_lo)s::timestamptz AND x.bucket < %(h1_hi)s::timestamptz)
+                      OR (x.bucket >= %(h2_lo)s::timestamptz AND x.bucket < %(h2_hi)s::timestamptz))))
+
+-- name: rollup_raw
+-- Fragment: the partial buckets at the ends of a date range, read from the tasks themselves.
+((x.created_at >= %(r1_lo)s::timestamptz AND x.created_at < %(r1_hi)s::timestamptz)
+ OR (x.created_at >= %(r2_lo)s::timestamptz AND x.created_at < %(r2_hi)s::timestamptz))
+
+-- name: rollup_in_range
+-- Fragment: the filter's own date range on a task's created_at.
+(%(date_from)s::timestamptz IS NULL OR x.created_at >= %(date_from)s::timestamptz)
+AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz)
+
+-- name: rollup_totals_by_key
+-- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
+-- (now minus last folded) for tasks marked since the last fold, plus the partial buckets read raw.
+WITH pending AS (
+    SELECT DISTINCT task_id FROM rollup_dirty
+), rows AS (
+    SELECT x.agent, x.customer, x.status, x.tasks, x.attempted, x.attempts, x.with_usage, x.input_tokens,
+           x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
+           x.confidence_n, x.confidence_sum
+    FROM task_rollups x
+    WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys}
+    UNION ALL
+    SELECT x.agent, x.customer, x.status, 1, x.attempted, x.attempts, x.with_usage, x.input_tokens,
+           x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
+           x.confidence_n, x.confidence_sum
+    FROM task_rollup_contrib x
+    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT x.agent, x.customer, x.status, -1, -x.attempted, -x.attempts, -x.with_usage, -x.input_tokens,
+           -x.output_tokens, -x.llm_cost_usd, -x.compute_cost_usd, -x.unpriced, -x.compute_pending,
+           -x.confidence_n, -x.confidence_sum
+    FROM rollup_task_state x
+    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT x.agent, x.customer, x.status, 1, x.attempted, x.attempts, x.with_usage, x.input_tokens,
+           x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
+           x.confidence_n, x.confidence_sum
+    FROM task_rollup_contrib x
+    WHERE {raw} AND {keys}
+)
+SELECT agent, CASE WHEN %(all_customers)s THEN NULL ELSE customer END AS customer, status::text AS status,
+       sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
+       sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
+       sum(output_tokens)::bigint AS output_tokens, sum(llm_cost_usd) AS llm_cost_usd,
+       sum(compute_cost_usd) AS compute_cost_usd, sum(unpriced)::bigint AS unpriced,
+       sum(compute_pending)::bigint AS compute_pending, sum(confidence_n)::bigint AS confidence_n,
+       sum(confidence_sum) AS confidence_sum
+FROM rows
+GROUP BY 1, 2, 3
+HAVING sum(tasks) <> 0
+ORDER BY 1, 2, 3;
+
+-- name: rollup_bins_by_metric
+-- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.
+WITH pending AS (
+    SELECT DISTINCT task_id FROM rollup_dirty
+), contrib AS (
+    SELECT 1 AS sign, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
+    FROM task_rollup_contrib x
+    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT -1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
+    FROM rollup_task_state x
+    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT 1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
+    FROM task_rollup_contrib x
+    WHERE {raw} AND {keys}
+), rows AS (
+    SELECT x.metric, x.bin, x.n
+    FROM task_rollup_bins x
+    WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys}
+    UNION ALL
+    SELECT m.metric, m.bin, c.sign
+    FROM contrib c
+    CROSS JOIN LATERAL (VALUES ('l'::"char", c.latency_bin), ('c', c.confidence_bin), ('a', c.llm_bin),
+                               ('m', c.compute_bin), ('s', c.spend_bin)) m (metric, bin)
+    WHERE m.bin IS NOT NULL
+)
+SELECT metric::text AS metric, bin, sum(n)::bigint AS n
+FROM rows
+GROUP BY 1, 2
+HAVING sum(n) <> 0
+ORDER BY 1, 2;
+
+-- name: rollup_throughput_series
+-- Submissions per created bucket and outcomes per finished bucket, binned to %(bucket)s.
+WITH pending AS (
+    SELECT DISTINCT task_id FROM rollup_dirty
+), rows AS (
+    SELECT x.bucket AS created, x.finished, x.status, x.tasks
+    FROM task_rollups x
+    WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys}
+    UNION ALL
+    SELECT x.created_at, x.finished_at, x.status, 1
+    FROM task_rollup_contrib x
+    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT x.created_at, x.finished_at, x.status, -1
+    FROM rollup_task_state x
+    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT x.created_at, x.finished_at, x.status, 1
+    FROM tasks x
+    WHERE {raw} AND {keys}
+)
+SELECT 'submitted' AS series, date_bin(%(bucket)s::interval, created, %(origin)s::timestamptz) AS bucket,
+       sum(tasks)::bigint AS n
+FROM rows GROUP BY 1, 2 HAVING sum(tasks) <> 0
+UNION ALL
+SELECT status::text, date_bin(%(bucket)s::interval, finished, %(origin)s::timestamptz), sum(tasks)::bigint
+FROM rows WHERE finished IS NOT NULL AND status IN ('completed', 'failed', 'cancelled')
+GROUP BY 1, 2 HAVING sum(tasks) <> 0
+ORDER BY 2, 1;
+
+-- name: task_first_created_filtered
+-- The first submission the filters select (walks the created_at index).
+SELECT x.created_at FROM tasks x WHERE {keys} AND {in_range} ORDER BY x.created_at LIMIT 1;

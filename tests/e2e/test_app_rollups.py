@@ -1,0 +1,61 @@
+"""The figures routes of a running app read the rollups: /api/charts, the task total, /metrics."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from schema import queue
+from tests.e2e.app_harness import complete, start_app
+
+
+@pytest.fixture(scope="module")
+def app_server(pg_server_dsn, template_db, tmp_path_factory):
+    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory, QUIRE_WORKER="off")
+    queue.configure_agent(conn, "figures")
+    for customer in ("Chart Co", "Chart Co", "Other Co"):
+        queue.enqueue(conn, agent="figures", document_uri="/x/c.pdf", customer=customer)
+    for claim in queue.claim(conn, agent="figures", worker_id="w", limit=2):
+        complete(conn, claim.attempt_id, confidence=0.8, tokens=(1000, 100), cost=0.01)
+    yield server, conn
+    teardown()
+
+
+def test_charts_route_follows_the_filters(app_server):
+    server, _ = app_server
+    with server.operator() as http:
+        everything = http.get("/api/charts").json()
+        one = http.get("/api/charts", params={"customer": "Other Co"}).json()
+        bad = http.get("/api/charts", params={"status": "nope"})
+    assert bad.status_code == 422
+    assert sum(r["n"] for r in everything["throughput"] if r["series"] == "submitted") == 3
+    assert sum(r["n"] for r in everything["throughput"] if r["series"] == "completed") == 2
+    assert [r["key"] for r in everything["cost_by_agent"]] == ["figures"]
+    assert everything["cost_by_agent"][0]["llm_cost_usd"] == pytest.approx(0.02)
+    assert sum(b["n"] for b in everything["confidence_bins"]) == 2 and everything["confidence_bins"][0]["lo"] == 0.8
+    assert sum(r["n"] for r in one["throughput"] if r["series"] == "submitted") == 1
+    assert one["cost_by_agent"] == [] and one["latency_bins"] == []
+
+
+def test_summary_and_task_list_carry_spend_splits_and_an_exact_total(app_server):
+    server, _ = app_server
+    with server.operator() as http:
+        summary = http.get("/api/summary").json()
+        page = http.get("/api/tasks", params={"customer": "Chart Co", "limit": 1}).json()
+    assert summary["total"] == 3 and summary["unpriced_attempts"] == 0
+    assert summary["spend_per_task"]["llm"]["tasks"] == 2
+    assert 0.008 < summary["spend_per_task"]["llm"]["p50"] < 0.0125  # within the 0.01 bin (factor 1.25)
+    assert page["total"] == 2 and len(page["tasks"]) == 1 and page["next_cursor"]
+
+
+def test_metrics_reads_the_rollups_through_prometheus_client(app_server):
+    server, _ = app_server
+    text = server.client().get("/metrics").text
+    assert re.search(r'^quire_tasks\{agent="figures",status="completed"\} 2\.0$', text, re.MULTILINE)
+    assert re.search(r'^quire_claims_total\{agent="figures"\} 2\.0$', text, re.MULTILINE)
+    assert re.search(r'^quire_tokens_total\{agent="figures",direction="input"\} 2000\.0$', text, re.MULTILINE)
+    for family in ("quire_claim_latency_seconds", "quire_callback_apply_seconds", "quire_extraction_seconds",
+                   "quire_model_call_tokens"):
+        assert f"# TYPE {family} histogram" in text
+    assert "# TYPE quire_callback_outcomes_total counter" in text or "# TYPE quire_callback_outcomes counter" in text
