@@ -125,7 +125,8 @@ class Claimer:
 
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
-        throttled = sorted(name for name, a in agents.items() if a.throttled and a.executor in self.executors)
+        throttled = sorted(name for name, a in agents.items()
+                           if a.throttled and a.executor in self.executors and not a.config_error)
         if not throttled:
             return 0
         start = next(self._turn) % len(throttled)

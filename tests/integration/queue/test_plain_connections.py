@@ -53,7 +53,8 @@ def test_every_engine_call_works_and_commits_on_a_plain_connection(plain, conn):
     unthrottled = call(queue.claim, agent="free", worker_id="plain", limit=2)
     throttled = call(queue.claim, agent="capped", worker_id="plain", limit=5)  # no `now`: the clock path
     assert len(unthrottled) == 2 and len(throttled) == 2
-    assert conn.execute("SELECT count(*) AS n FROM tasks WHERE status = 'processing'").fetchone()["n"] == 4
+    assert len(call(queue.claim_many, worker_id="plain", slots={"local": ("local", 1)})) == 1
+    assert conn.execute("SELECT count(*) AS n FROM tasks WHERE status = 'processing'").fetchone()["n"] == 5
 
     assert call(queue.heartbeat, unthrottled[0].attempt_id) is True
     call(queue.record_executor_info, unthrottled[0].attempt_id, pid=4242, executor="local")
@@ -63,7 +64,7 @@ def test_every_engine_call_works_and_commits_on_a_plain_connection(plain, conn):
     assert call(queue.get_attempt, unthrottled[0].attempt_id).pid == 4242
     assert call(queue.hand_back, throttled[0].attempt_id) is True
     later = conn.execute("SELECT now() + interval '1 day' AS t").fetchone()["t"]
-    assert call(queue.sweep, now=later) == 1  # the other throttled claim's lease expired by then
+    assert call(queue.sweep, now=later) == 2  # the leases of the two claims left expired by then
     assert call(queue.cancel, free[2].id, actor="op").status.value == "cancelled"
     assert call(queue.retry, free[2].id, actor="op").status.value == "enqueued"
     child = call(queue.retry, free[0].id, actor="op")

@@ -46,6 +46,9 @@ def test_a_misconfigured_agent_is_not_claimed_for_and_its_tasks_wait(conn):
     assert queue.agents_with_backlog(conn) == ["fine"]
     assert queue.claim(conn, agent="llm-docs", worker_id="w", limit=5) == []  # unthrottled
     assert queue.claim(conn, agent="llm-capped", worker_id="w", limit=5) == []  # throttled
+    assert queue.claim_throttled(conn, agent="llm-capped", worker_id="w", limit=5) == []
+    # The worker's claim over every agent at once takes only the runnable agent's task.
+    assert [c.task.agent for c in queue.claim_many(conn, worker_id="w", slots={"local": ("local", 9)})] == ["fine"]
     for task in waiting:
         again = queue.get_task(conn, task.id)
         assert again.status.value == "enqueued" and again.attempts == [] and again.attempt_count == 0
