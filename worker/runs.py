@@ -193,7 +193,7 @@ class RunTable:
         report = run.executor.written_report(run.handle)
         with self.connection() as conn:
             attempt = queue.get_attempt(conn, run.attempt_id)
-        if report is not None and attempt.reported_status is None and attempt.status in REPORTABLE:
+        if report is not None and attempt.reported_status is None and attempt.status in settlement.REPORTABLE:
             self._report(run.attempt_id, report, raise_db_errors=True)
             logs.change("attempt", "report_file_applied", attempt=run.attempt_id, task=run.claim.task.id,
                         worker=self.config.worker_id)
