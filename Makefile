@@ -27,6 +27,7 @@ test: system-deps $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/claim.py --quick
+	$(BIN)/python bench/dashboard.py --quick
 
 clean:
 	rm -rf $(VENV) .quire

@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -62,32 +62,62 @@ def resolve_secret(attempt_id: int | None) -> str:
 
 
 class CallbackRejected(Exception):
-    """The orchestrator answered a callback with a 4xx: sending it again would not help."""
+    """The orchestrator answered with a 3xx or 4xx: sending the same request again would not help."""
 
 
 class CallbackFailed(Exception):
     """The callback could not be delivered within the retry budget."""
 
 
+def databricks_auth_headers() -> Callable[[], dict[str, str]]:
+    """The job's own Databricks credentials as headers, asked for per request so OAuth refreshes."""
+    from databricks.sdk.core import Config
+
+    try:
+        return Config().authenticate
+    except Exception as exc:  # the SDK's own message names what is missing
+        raise ConfigurationError(f"no Databricks credentials for callbacks: {exc}") from exc
+
+
+def refusal(response: httpx.Response) -> str:
+    """A readable account of a non-2xx answer, naming the likely cause for 3xx, 401 and 403."""
+    status = response.status_code
+    if 300 <= status < 400:
+        where = response.headers.get("location", "?")
+        return (f"HTTP {status} redirect to {where}: not delivered (a proxy sends requests without a "
+                "valid bearer to its login page; on Databricks Apps send the job's OAuth token)")
+    if status in (401, 403):
+        return (f"HTTP {status}: not delivered (the bearer or the signature was refused; on Databricks "
+                f"the job's principal needs CAN_USE on the app): {response.text[:300]}")
+    return f"HTTP {status}: {response.text[:300]}"
+
+
 class CallbackClient:
-    """Posts signed JSON; retries connection errors and 5xx with exponential backoff."""
+    """Posts signed JSON; only 2xx is delivered; retries connection errors and 5xx with backoff.
+
+    Redirects are never followed: a proxy's redirect to a login page is a refusal, not a delivery.
+    """
 
     def __init__(self, secret: str, retries: int | None = None, backoff: float = 0.5,
-                 max_backoff: float = 30.0, timeout: float = 30.0):
+                 max_backoff: float = 30.0, timeout: float = 30.0,
+                 auth_headers: Callable[[], dict[str, str]] | None = None):
         self.secret = secret
         self.retries = retries if retries is not None else int(
             os.environ.get("QUIRE_CALLBACK_RETRIES", "6"))
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self._http = httpx.Client(timeout=timeout)
+        self.auth_headers = auth_headers
+        self._http = httpx.Client(timeout=timeout, follow_redirects=False)
 
     def close(self) -> None:
         self._http.close()
 
     def post_once(self, url: str, payload: dict[str, Any]) -> httpx.Response:
-        """One signed POST, no retry."""
+        """One signed POST (with the bearer, when the client has credentials), no retry."""
         body = encode(payload)
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(body, self.secret)}
+        if self.auth_headers is not None:
+            headers.update(self.auth_headers())
         return self._http.post(url, content=body, headers=headers)
 
     def post(self, url: str, payload: dict[str, Any]) -> int:
@@ -102,11 +132,11 @@ class CallbackClient:
                 last = f"{type(exc).__name__}: {exc}"
                 log.warning("callback to %s failed (%s), attempt %d", url, last, attempt + 1)
                 continue
-            if response.status_code < 400:
+            if 200 <= response.status_code < 300:
                 return response.status_code
-            last = f"HTTP {response.status_code}: {response.text[:300]}"
+            last = refusal(response)
             if response.status_code < 500:
-                raise CallbackRejected(f"callback rejected with {last}")
+                raise CallbackRejected(f"callback to {url} rejected: {last}")
             log.warning("callback to %s failed (%s), attempt %d", url, last, attempt + 1)
         raise CallbackFailed(f"callback to {url} failed after {self.retries + 1} attempts: {last}")
 
@@ -140,9 +170,12 @@ class Heartbeat:
         # The first beat goes out at once: it tells the orchestrator the job has started.
         while not self._stop.is_set():
             try:
-                self.last_status = self.client.post_once(self.url, {}).status_code
+                response = self.client.post_once(self.url, {})
+                self.last_status = response.status_code
                 self.sent += 1
-            except httpx.HTTPError as exc:
+                if not 200 <= response.status_code < 300:
+                    log.warning("heartbeat to %s not delivered: %s", self.url, refusal(response))
+            except Exception as exc:  # transport errors, and a token the SDK could not refresh
                 # A missed beat is harmless; the lease outlives several intervals.
                 log.warning("heartbeat to %s failed: %s", self.url, exc)
             self._stop.wait(self.interval)

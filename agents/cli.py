@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from agents.callback import (
-    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, resolve_secret,
+    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, databricks_auth_headers, resolve_secret,
 )
+from agents.durable import is_volume_path, write_report
 from agents.errors import ConfigurationError
 from agents.runner import EXIT_FAILED, run
 
@@ -31,7 +32,33 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--heartbeat-url", help="where to POST signed heartbeats")
     run_cmd.add_argument("--extractor", choices=("offline", "llm"), default="offline")
     run_cmd.add_argument("--out", help="also write the payload JSON to this file")
+    run_cmd.add_argument("--callback-auth", choices=("none", "databricks"), default="none",
+                         help="databricks: send the job's own Databricks OAuth bearer with callbacks")
+    # The agent's configuration travels with the run; an empty value means "not configured".
+    run_cmd.add_argument("--model", help="model or serving endpoint (sets QUIRE_LLM_MODEL)")
+    run_cmd.add_argument("--price-input-per-mtok", help="USD per million input tokens")
+    run_cmd.add_argument("--price-output-per-mtok", help="USD per million output tokens")
+    run_cmd.add_argument("--callback-key-scope", help="secret scope of the shared callback key")
+    run_cmd.add_argument("--callback-key-name", help="secret key of the shared callback key")
     return parser
+
+
+# Flag -> the environment variable the extractors read it from.
+RUN_SETTINGS = {"model": "QUIRE_LLM_MODEL", "price_input_per_mtok": "QUIRE_LLM_PRICE_INPUT_PER_MTOK",
+                "price_output_per_mtok": "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK",
+                "callback_key_scope": "QUIRE_CALLBACK_KEY_SCOPE", "callback_key_name": "QUIRE_CALLBACK_KEY_NAME"}
+
+
+def apply_run_settings(args: argparse.Namespace) -> None:
+    """Puts the model, prices and key location given on the command line where they are read."""
+    for attr, name in RUN_SETTINGS.items():
+        value = getattr(args, attr, None)
+        if value is None:
+            continue  # not given: the environment (set by a local worker) stands
+        if value.strip():
+            os.environ[name] = value.strip()
+        else:
+            os.environ.pop(name, None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,16 +73,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def command_run(args: argparse.Namespace) -> int:
     """Run the agent with heartbeats, then deliver the payload (callback, stdout, --out)."""
+    apply_run_settings(args)
     signed = bool(args.callback_url or args.heartbeat_url)
     try:
         secret = resolve_secret(args.attempt_id) if signed else None
+        auth = databricks_auth_headers() if signed and args.callback_auth == "databricks" else None
     except ConfigurationError as exc:
         # Without a secret nothing can be reported; the orchestrator's lease sweeper takes over.
         log.error("%s", exc)
         return EXIT_FAILED
     with contextlib.ExitStack() as stack:
         if args.heartbeat_url:
-            beat_client = CallbackClient(secret)
+            beat_client = CallbackClient(secret, auth_headers=auth)
             stack.callback(beat_client.close)
             stack.enter_context(Heartbeat(beat_client, args.heartbeat_url))
         outcome = run(args.document, args.extractor, args.attempt_id)
@@ -68,13 +97,31 @@ def command_run(args: argparse.Namespace) -> int:
     if not args.callback_url:
         print(text)
         return outcome.exit_code
-    client = CallbackClient(secret)
+    kept = keep_in_volume(args, outcome.payload, secret)
+    client = CallbackClient(secret, auth_headers=auth)
     try:
         status = client.post(args.callback_url, outcome.payload)
         log.info("callback delivered (HTTP %d)", status)
     except (CallbackRejected, CallbackFailed) as exc:
         log.error("%s", exc)
-        return EXIT_FAILED
+        if not kept:
+            return EXIT_FAILED
+        log.info("the report stays in the Volume, where the orchestrator reads it when the run ends")
     finally:
         client.close()
     return outcome.exit_code
+
+
+def keep_in_volume(args: argparse.Namespace, payload: dict, secret: str) -> bool:
+    """Writes the signed report beside a Volume document before the callback; True if written."""
+    if args.attempt_id is None or not is_volume_path(args.document):
+        return False
+    try:
+        from databricks.sdk import WorkspaceClient
+
+        path = write_report(WorkspaceClient(), args.document, args.attempt_id, payload, secret)
+    except Exception as exc:  # the callback may still deliver; the failure is logged
+        log.error("could not write the report to the Volume: %s", exc)
+        return False
+    log.info("report written to %s", path)
+    return True

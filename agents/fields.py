@@ -54,11 +54,29 @@ class Usage:
     output_tokens: int = 0
     llm_cost_usd: float = 0.0
     estimated: bool = False
+    unpriced: bool = False   # tokens were spent with no configured price
+    rate_limited: int = 0                     # HTTP 429s the model endpoint answered
+    retry_after_seconds: float | None = None  # the longest Retry-After it asked for
 
-    def add(self, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+    def add(self, input_tokens: int, output_tokens: int, cost: tuple[float, float] | None) -> None:
+        """Adds one call's tokens and its (input, output) cost, or None when it has no price."""
         self.input_tokens += int(input_tokens)
         self.output_tokens += int(output_tokens)
-        self.llm_cost_usd += float(cost_usd)
+        if cost is None:
+            self.unpriced = self.unpriced or bool(input_tokens or output_tokens)
+        else:
+            self.llm_cost_usd += float(cost[0]) + float(cost[1])
+
+    @property
+    def reported_cost_usd(self) -> float | None:
+        """The cost to report: None when some usage had no price (unpriced, never $0)."""
+        return None if self.unpriced else round(self.llm_cost_usd, 8)
+
+    def note_rate_limited(self, retry_after: float | None) -> None:
+        """Counts a 429, so the orchestrator can slow this agent down."""
+        self.rate_limited += 1
+        if retry_after is not None:
+            self.retry_after_seconds = max(self.retry_after_seconds or 0.0, retry_after)
 
 
 @dataclass

@@ -51,22 +51,21 @@ def find_issuer(view: DocView, index: LabelIndex,
     candidates = _labelled(view, index) + _legal(view, customer_cells) + _letterhead(
         view, index, customer_cells)
     domains = _domains(view.text) - customer_domains
+    page_start: dict[int, int] = {}
+    for li, page in enumerate(view.pages):
+        page_start.setdefault(page, li)
     best: _Candidate | None = None
     for cand in candidates:
         key = _key(cand.name)
-        if not key or key in customer_names or any(key == _key(c) for c in _customer_texts(
-                view, customer_cells, cand.line)):
+        if not key or key in customer_names:
             continue
-        score = cand.score + _evidence(view, cand, domains)
+        position = cand.line - page_start.get(view.pages[cand.line], 0)
+        score = cand.score + _evidence(view, cand, domains, position)
         if best is None or score > best.score:
             best = _Candidate(cand.name, cand.line, score)
     if best is None:
         return FieldValue()
     return FieldValue(best.name, round(min(0.97, best.score), 3))
-
-
-def _customer_texts(view: DocView, cells: set[tuple[int, int]], line: int) -> list[str]:
-    return [view.lines[li].cells[ci].text for li, ci in cells if li == line]
 
 
 def _key(name: str) -> str:
@@ -159,10 +158,8 @@ def _letterhead(view: DocView, index: LabelIndex,
     return []
 
 
-def _evidence(view: DocView, cand: _Candidate, domains: set[str]) -> float:
+def _evidence(view: DocView, cand: _Candidate, domains: set[str], position: int) -> float:
     bonus = 0.0
-    page_lines = [li for li, p in enumerate(view.pages) if p == view.pages[cand.line]]
-    position = cand.line - page_lines[0] if page_lines else cand.line
     if position < 6:
         bonus += 0.12  # letterhead
     nearby = " ".join(fold(view.lines[li].text)

@@ -85,11 +85,11 @@ class ChatClient:
         """One traced completion; its tokens and cost are added to `usage` and the span."""
         with tracer.span("chat_completion", "CHAT_MODEL",
                          {"model": self.endpoint.model, "messages": messages}) as span:
-            result = self._post_with_retries(messages)
-            input_cost, output_cost = cost_of(result.input_tokens, result.output_tokens)
-            usage.add(result.input_tokens, result.output_tokens, input_cost + output_cost)
-            record_usage(span, result.input_tokens, result.output_tokens, input_cost,
-                         output_cost, model=result.model, estimated=not result.usage_reported)
+            result = self._post_with_retries(messages, usage)
+            cost = cost_of(result.input_tokens, result.output_tokens)
+            usage.add(result.input_tokens, result.output_tokens, cost)
+            record_usage(span, result.input_tokens, result.output_tokens, cost,
+                         model=result.model, estimated=not result.usage_reported)
             span.set_outputs({"content": result.content})
         return result
 
@@ -100,7 +100,7 @@ class ChatClient:
             body["response_format"] = {"type": "json_object"}
         return body
 
-    def _post_with_retries(self, messages: list[dict]) -> ChatResult:
+    def _post_with_retries(self, messages: list[dict], usage: Any = None) -> ChatResult:
         url = f"{self.endpoint.base_url}/chat/completions"
         last_error = "no attempt made"
         delay: float | None = None
@@ -121,6 +121,8 @@ class ChatClient:
             if response.status_code not in _RETRY_STATUSES:
                 raise ExtractionError(f"LLM endpoint answered {last_error}")
             delay = _retry_after(response)
+            if response.status_code == 429 and usage is not None:
+                usage.note_rate_limited(delay)
         raise ExtractionError(f"LLM endpoint failed after {_MAX_RETRIES} retries: {last_error}")
 
     def _post(self, url: str, messages: list[dict]) -> httpx.Response:

@@ -17,6 +17,7 @@ from agents.layout import Cell, Line, clean
 DEFAULT_LANGUAGES = "eng+ita+fra+deu+nld+spa+por"
 _DPI = int(os.environ.get("QUIRE_OCR_DPI", "300"))
 _MIN_WORD_CONFIDENCE = 20
+_MIN_SHORT_CONFIDENCE = 75
 _INK = 128
 _SKEW_DEGREES = [x / 10 for x in range(-30, 31, 2)]
 
@@ -86,7 +87,11 @@ def _lines(data: dict, scale: float) -> list[Line]:
     """Tesseract's text lines as rows of cells: a gap wider than the text height starts a cell."""
     rows: dict[tuple, list[int]] = {}
     for i, text in enumerate(data["text"]):
-        if text.strip() and float(data["conf"][i]) >= _MIN_WORD_CONFIDENCE:
+        word, confidence = text.strip(), float(data["conf"][i])
+        # Dust reads as one- or two-letter words of low confidence ("o", "7"); real ones are
+        # read with confidence in the nineties.
+        if word and confidence >= (_MIN_SHORT_CONFIDENCE if len(word) <= 2 else
+                                   _MIN_WORD_CONFIDENCE):
             key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
             rows.setdefault(key, []).append(i)
     lines = []

@@ -64,11 +64,10 @@ class OfflineExtractor:
             answer = {"document_type": doc_type,
                       "fields": {n: fv.as_dict() for n, fv in fields.items()}}
             input_tokens, output_tokens = estimate_usage(document, doc_type, answer)
-            input_cost, output_cost = cost_of(input_tokens, output_tokens)
-            usage.add(input_tokens, output_tokens, input_cost + output_cost)
+            cost = cost_of(input_tokens, output_tokens)
+            usage.add(input_tokens, output_tokens, cost)
             usage.estimated = True
-            record_usage(span, input_tokens, output_tokens, input_cost, output_cost,
-                         estimated=True)
+            record_usage(span, input_tokens, output_tokens, cost, estimated=True)
             extraction = Extraction(
                 document_type=doc_type,
                 fields=fields,

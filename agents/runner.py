@@ -50,11 +50,14 @@ def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
         "retryable": retryable if status == "failed" else False,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        "llm_cost_usd": round(usage.llm_cost_usd, 8),
+        "llm_cost_usd": usage.reported_cost_usd,
         "compute_cost_usd": None,
         "pages": pages,
         "run_id": None,
         "trace_id": trace_id,
+        # Rate limits the model endpoint answered: the orchestrator backs this agent off.
+        **({"rate_limited": usage.rate_limited, "retry_after_seconds": usage.retry_after_seconds}
+           if usage.rate_limited else {}),
     }
 
 
@@ -89,7 +92,7 @@ def run(document_path: str, extractor_name: str = "offline", attempt_id: int | N
                               "confidence": extraction.confidence,
                               "input_tokens": usage.input_tokens,
                               "output_tokens": usage.output_tokens,
-                              "llm_cost_usd": usage.llm_cost_usd})
+                              "llm_cost_usd": usage.reported_cost_usd})
         outcome = Outcome(_payload("completed", usage, pages, tracer.trace_id, result=result,
                                    confidence=extraction.confidence), EXIT_COMPLETED)
     except DocumentError as exc:

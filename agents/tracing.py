@@ -119,34 +119,48 @@ def _database_reachable(uri: str, timeout: float = 3.0) -> bool:
         return False
 
 
-def record_usage(span: Any, input_tokens: int, output_tokens: int, input_cost: float,
-                 output_cost: float, model: str | None = None, estimated: bool = False) -> None:
-    """Token usage and cost on a span, in the attributes MLflow sums into the trace's totals."""
+def record_usage(span: Any, input_tokens: int, output_tokens: int, cost: tuple[float, float] | None,
+                 model: str | None = None, estimated: bool = False) -> None:
+    """Token usage and, when priced, cost on a span, in the attributes MLflow sums into the trace."""
     span.set_attribute(USAGE_ATTRIBUTE, {
         "input_tokens": int(input_tokens),
         "output_tokens": int(output_tokens),
         "total_tokens": int(input_tokens) + int(output_tokens),
     })
-    span.set_attribute(COST_ATTRIBUTE, {
-        "input_cost": float(input_cost),
-        "output_cost": float(output_cost),
-        "total_cost": float(input_cost) + float(output_cost),
-    })
-    span.set_attribute("quire.llm_cost_usd", float(input_cost) + float(output_cost))
+    if cost is not None:
+        input_cost, output_cost = cost
+        span.set_attribute(COST_ATTRIBUTE, {
+            "input_cost": float(input_cost),
+            "output_cost": float(output_cost),
+            "total_cost": float(input_cost) + float(output_cost),
+        })
+        span.set_attribute("quire.llm_cost_usd", float(input_cost) + float(output_cost))
+    else:
+        span.set_attribute("quire.unpriced", True)
     span.set_attribute("quire.tokens_estimated", bool(estimated))
     if model:
         span.set_attribute(MODEL_ATTRIBUTE, model)
 
 
-def prices() -> tuple[float, float]:
-    """USD per million input and output tokens from QUIRE_LLM_PRICE_*_PER_MTOK (0 when unset)."""
-    def read(name: str) -> float:
+def prices() -> tuple[float, float] | None:
+    """The agent's USD per million input and output tokens, as the run was given them; None if unset.
+
+    The worker sets QUIRE_LLM_PRICE_*_PER_MTOK from the agent's configuration (or passes them as
+    job parameters); a run with usage and no price is unpriced, never $0.
+    """
+    def read(name: str) -> float | None:
         raw = os.environ.get(name, "").strip()
-        return float(raw) if raw else 0.0
-    return read("QUIRE_LLM_PRICE_INPUT_PER_MTOK"), read("QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
+        return float(raw) if raw else None
+    price_in, price_out = read("QUIRE_LLM_PRICE_INPUT_PER_MTOK"), read("QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
+    if price_in is None and price_out is None:
+        return None
+    return price_in or 0.0, price_out or 0.0
 
 
-def cost_of(input_tokens: int, output_tokens: int) -> tuple[float, float]:
-    """Input and output cost in USD at the configured prices."""
-    price_in, price_out = prices()
+def cost_of(input_tokens: int, output_tokens: int) -> tuple[float, float] | None:
+    """Input and output cost in USD at the configured prices; None when no price is configured."""
+    configured = prices()
+    if configured is None:
+        return None
+    price_in, price_out = configured
     return input_tokens * price_in / 1e6, output_tokens * price_out / 1e6

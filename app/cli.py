@@ -1,4 +1,5 @@
-"""The `quire` command line: migrate, db-url, db-stop, submit, status, worker, serve, up."""
+"""The `quire` command line: migrate, db-url, db-stop, submit, status, worker, serve, up, requirements,
+grants."""
 
 from __future__ import annotations
 
@@ -73,34 +74,36 @@ def cmd_db_stop(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from app.documents import DocumentRejected, check_document, store_document
+    from app.services import SubmitOptions, Upload, submit_documents
     from schema import db, queue
 
     settings = _settings()
-    checked, failures = [], 0
+    uploads, failures = [], 0
     for name in args.files:
         path = Path(name)
-        try:
-            if not path.is_file():
-                raise DocumentRejected(f"{name}: no such file")
-            checked.append(check_document(path.name, path.read_bytes(),
-                                          max_bytes=settings.max_upload_mb * 1_000_000))
-        except DocumentRejected as exc:
-            print(f"rejected {exc}", file=sys.stderr)
+        if not path.is_file():
+            print(f"rejected {name}: no such file", file=sys.stderr)
             failures += 1
+            continue
+        uploads.append(Upload(path.name, path.read_bytes()))
     dsn = _database()
     with db.connect(dsn) as conn:
         try:
             agent = queue.get_agent(conn, args.agent or settings.default_agent)  # before any file is stored
         except UnknownAgent as exc:
             raise UnknownAgent(f"{exc}: agents are configured from quire.toml by `quire migrate`") from None
-        for doc in checked:
-            uri = store_document(settings.files_path, doc)
-            task = queue.enqueue(conn, agent=agent.name, document_uri=uri,
-                                 priority=args.priority, customer=args.customer,
-                                 document_name=doc.name, document_sha256=doc.sha256,
-                                 pages=doc.pages, document_bytes=doc.size, submitted_by=args.submitted_by)
-            print(f"task {task.id}: {doc.name} ({doc.pages} pages, priority {task.priority}, agent {task.agent})")
+        options = SubmitOptions(agent=agent.name, priority=args.priority, customer=args.customer,
+                                rerun_duplicates=args.duplicates == "rerun")
+        for result in submit_documents(conn, settings, uploads, options, submitted_by=args.submitted_by):
+            if result.outcome == "created":
+                print(f"task {result.task_id}: {result.name} ({result.pages} pages, priority {args.priority}, "
+                      f"agent {agent.name})")
+            elif result.outcome == "duplicate":
+                print(f"duplicate {result.name}: already task {result.duplicate_of['id']} "
+                      f"({result.duplicate_of['status']}); --duplicates rerun runs it again")
+            else:
+                print(f"rejected {result.error}", file=sys.stderr)
+                failures += 1
     return 1 if failures else 0
 
 
@@ -139,6 +142,28 @@ def cmd_up(args) -> int:
     return run_app(_settings(), _prepare(), samples=args.samples, worker=True)
 
 
+def cmd_requirements(args) -> int:
+    from app.deploy import REQUIREMENTS, requirements_text
+
+    text = requirements_text()
+    if args.write:
+        REQUIREMENTS.write_text(text)
+        print(f"wrote {REQUIREMENTS}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_grants(args) -> int:
+    from app.deploy import grants
+
+    for statement in grants(_prepare(), args.principal, apply=args.apply):
+        print(statement)
+    if args.apply:
+        print(f"-- applied to {args.principal}", file=sys.stderr)
+    return 0
+
+
 def _priority(text: str) -> int:
     try:
         value = int(text)
@@ -161,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--priority", type=_priority, default=0, help="0..9, 9 the most urgent")
     submit.add_argument("--customer")
     submit.add_argument("--submitted-by", default="cli")
+    submit.add_argument("--duplicates", choices=["offer", "rerun"], default="offer",
+                        help="offer: a document submitted before is not run again; rerun: run it anyway")
     submit.set_defaults(fn=cmd_submit)
     status = sub.add_parser("status", help="task counts per status and agent")
     status.add_argument("--json", action="store_true")
@@ -174,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start everything on the embedded Postgres")
     up.add_argument("--samples", action="store_true", help="enqueue the bundled sample documents")
     up.set_defaults(fn=cmd_up)
+    requirements = sub.add_parser("requirements", help="print requirements.txt for the Databricks Apps build")
+    requirements.add_argument("--write", action="store_true", help="write requirements.txt beside pyproject.toml")
+    requirements.set_defaults(fn=cmd_requirements)
+    grants = sub.add_parser("grants", help="print (or apply) explicit grants on the queue's tables")
+    grants.add_argument("--principal", required=True, help="Postgres role: a service principal's application id")
+    grants.add_argument("--apply", action="store_true", help="run the grants (one transaction)")
+    grants.set_defaults(fn=cmd_grants)
     return parser
 
 

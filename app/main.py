@@ -20,11 +20,11 @@ HAND_BACK_SECONDS = 60
 
 
 def public_url(settings: Settings) -> str:
-    """Where agents and people reach this process."""
-    if settings.public_url:
-        return settings.public_url.rstrip("/")
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{settings.port}"
+    """Where agents and people reach this process: the public URL (QUIRE_PUBLIC_URL, or the
+    Databricks App's own), else this machine's address, which only local agents can use."""
+    from worker import public_url as urls
+
+    return urls.public_url(settings) or urls.local_url(settings)
 
 
 def _optional_module(name: str):
@@ -87,7 +87,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui import app, ui
 
     from app import auth, guard, live, services
-    from app.api import events, health, session, summary, tasks
+    from app.api import events, export, health, session, summary, tasks
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
@@ -101,7 +101,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     # A request waits at most a few seconds for a connection: during an outage the API answers 503.
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
     guard.install(app, settings)
-    for module in (tasks, summary, events, health, session):
+    for module in (tasks, summary, events, health, session, export):
         app.include_router(module.router)
     callbacks = _optional_module("app.api.callbacks")
     if callbacks is not None:

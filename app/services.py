@@ -125,6 +125,22 @@ async def filter_options(pool: ConnectionPool) -> dict[str, list[str]]:
     return await _in_thread(pool, stats.stats_filter_options)
 
 
+async def adaptive_limits(pool: ConnectionPool) -> list[str]:
+    """One line per agent running at adaptive limits after rate limits: effective vs configured."""
+    lines = []
+    for a in await _in_thread(pool, queue.list_agents):
+        if a.effective_tpm is None and a.effective_concurrency is None:
+            continue
+        parts = []
+        if a.effective_tpm is not None:
+            parts.append(f"{a.effective_tpm:,} of {a.max_tpm:,} TPM" if a.max_tpm else f"{a.effective_tpm:,} TPM")
+        if a.effective_concurrency is not None:
+            parts.append(f"{a.effective_concurrency} of {a.max_concurrent_tasks} at once" if a.max_concurrent_tasks
+                         else f"{a.effective_concurrency} at once")
+        lines.append(f"{a.name}: {', '.join(parts)} after {a.rate_limited_total:,} rate limits")
+    return lines
+
+
 async def agent_names(pool: ConnectionPool) -> list[str]:
     agents = await _in_thread(pool, queue.list_agents)
     return [a.name for a in agents]
@@ -162,18 +178,19 @@ def warehouse_id() -> str | None:
 
 
 async def compute_cost(pool: ConnectionPool, flt: TaskFilter) -> ComputeCost:
-    """Slow: on Databricks, list-price cost of our job runs from the billing tables; else measured."""
-    warehouse = warehouse_id()
-    if warehouse:
-        run_ids = await _in_thread(pool, stats.attempt_job_run_ids_filtered, flt)
-        billed = await asyncio.to_thread(stats.billing_compute_cost_for_runs, run_ids, warehouse_id=warehouse)
-        return ComputeCost(cost_usd=Decimal(str(round(billed["cost_usd"], 6))), source="billing",
-                           detail=f"{billed['runs']} job runs, {billed['dbus']:,.2f} DBU at list price")
+    """Compute spend recorded per attempt: measured locally, or billed per Databricks job run."""
     measured = await _in_thread(pool, stats.stats_compute_measured_filtered, flt)
     seconds = measured["compute_seconds"] or 0.0
+    pending = measured["attempts_pending"] or 0
+    if warehouse_id():
+        # The worker's billing reconciler writes each job run's DBUs and cost once billing has it.
+        return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="billing",
+                           detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts billed, "
+                                  f"{float(measured['dbus'] or 0):,.2f} DBU; {pending} job runs pending billing")
     return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="measured",
                        detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts measured, "
-                              f"{seconds / 60:,.1f} min of run time")
+                              f"{seconds / 60:,.1f} min of run time"
+                              + (f"; {pending} job runs pending billing" if pending else ""))
 
 
 # -- operator actions ---------------------------------------------------------------------------
@@ -258,8 +275,13 @@ def check_submission(names: list[str], options: SubmitOptions) -> None:
         check_text(f"file name {name[:80]!r}", name)
 
 
-def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
-            submitted_by: str) -> list[SubmitResult]:
+def submit_documents(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
+                     submitted_by: str) -> list[SubmitResult]:
+    """The one submit path (UI, API, CLI): checks every file, offers duplicates, enqueues the rest at once.
+
+    ValueError, with nothing written, when the request itself cannot be stored (see check_submission).
+    """
+    check_submission([u.name for u in uploads], options)
     results: list[SubmitResult] = []
     try:
         queue.get_agent(conn, options.agent)
@@ -276,23 +298,38 @@ def _submit(conn, settings: Settings, uploads: list[Upload], options: SubmitOpti
         except DocumentRejected as exc:
             results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
     earlier = {} if options.rerun_duplicates else stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted])
+    fresh: dict[str, tuple[SubmitResult, CheckedDocument]] = {}
+    copies: list[tuple[SubmitResult, str]] = []
     for result, doc in accepted:
         match = earlier.get(doc.sha256)
         if match is not None:
             result.outcome, result.duplicate_of = "duplicate", _jsonable(match)
-            continue
-        uri = store_document(settings.files_path, doc)
-        try:
-            task = queue.enqueue(conn, agent=options.agent, document_uri=uri, priority=options.priority,
-                                 customer=options.customer or None, document_name=doc.name,
-                                 document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
-                                 parent_id=options.parent_id, submitted_by=submitted_by)
-        except QuireError as exc:
+        elif doc.sha256 in fresh and not options.rerun_duplicates:
+            copies.append((result, doc.sha256))  # a second copy in this batch: a duplicate of the first
+        else:
+            fresh[f"{doc.sha256}:{len(fresh)}" if options.rerun_duplicates else doc.sha256] = (result, doc)
+    if not fresh:
+        return results
+    entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
+                    priority=options.priority, customer=options.customer or None, document_name=doc.name,
+                    document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
+                    parent_id=options.parent_id) for _, doc in fresh.values()]
+    try:
+        tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)
+    except QuireError as exc:
+        for result, _ in fresh.values():
             result.outcome, result.error = "rejected", str(exc)
-            continue
+        for result, _ in copies:
+            result.outcome, result.error = "rejected", str(exc)
+        return results
+    created: dict[str, Task] = {}
+    for (result, doc), task in zip(fresh.values(), tasks):
         result.task_id = task.id
-        # A second copy in the same batch is a duplicate of this one, not a second task.
-        earlier[doc.sha256] = {"id": task.id, "status": task.status.value, "document_name": doc.name,
+        created.setdefault(doc.sha256, task)
+    for result, sha in copies:
+        task = created[sha]
+        result.outcome = "duplicate"
+        result.duplicate_of = {"id": task.id, "status": task.status.value, "document_name": task.document_name,
                                "confidence": None, "created_at": task.created_at.isoformat()}
     return results
 
@@ -307,8 +344,7 @@ async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload]
 
     ValueError, with nothing written, when the request itself cannot be stored (see check_submission).
     """
-    check_submission([u.name for u in uploads], options)
-    return await _in_thread(pool, _submit, settings, uploads, options, submitted_by)
+    return await _in_thread(pool, submit_documents, settings, uploads, options, submitted_by)
 
 
 def sample_documents() -> list[tuple[Upload, str | None]]:

@@ -280,7 +280,7 @@ def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool) 
               "client_dash_s": pages["seconds"], "client_worker_s": worker_clock["seconds"],
               "client_fold_s": fold_clock["seconds"]}
     if has_pgss:
-        with db.connect(server) as conn:
+        with db.connect(dsn_for("bench_worker")) as conn:
             for row in conn.execute(
                     "SELECT r.rolname, sum(s.total_exec_time) / 1000 AS seconds FROM pg_stat_statements s "
                     "JOIN pg_roles r ON r.oid = s.userid GROUP BY 1").fetchall():
@@ -324,6 +324,8 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline-runs", type=int, default=5)
+    parser.add_argument("--live-only", action="store_true",
+                        help="reuse the loaded database of an earlier run (QUIRE_DATABASE_URL) for part 2 only")
     args = parser.parse_args()
     n_tasks = args.tasks or (20_000 if args.quick else 1_000_000)
     n_drain = args.drain or (1_000 if args.quick else 10_000)
@@ -338,8 +340,9 @@ def main() -> int:
         server, has_pgss = prepare_server(server, tmp)
         name = "quire_bench_dashboard"
         with db.connect(server) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            admin.execute(f"CREATE DATABASE {name}")
+            if not args.live_only:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                admin.execute(f"CREATE DATABASE {name}")
             for role in ("bench_dash", "bench_worker", "bench_fold"):
                 if not admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone():
                     admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
@@ -360,15 +363,17 @@ def main() -> int:
             params.pop("password", None) if role != params.get("user") else None
             return make_conninfo(**params)
 
-        print(f"PostgreSQL {version}, {os.cpu_count()} cores (shared machine); {n_tasks:,} tasks", flush=True)
-        took = load(dsn, n_tasks)
-        print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
-              f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin rows); "
-              f"VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
-        print(f"p50 of {args.runs} (baseline: p50 of {args.baseline_runs} of the direct aggregates)", flush=True)
-        rows = figures(dsn, args.runs, args.baseline_runs)
-        worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)
-        print(f"slowest figure through the rollups: {worst:.1f} ms\n", flush=True)
+        print(f"PostgreSQL {version}, {os.cpu_count()} cores (shared machine); "
+              f"{'the loaded database' if args.live_only else f'{n_tasks:,} tasks'}", flush=True)
+        if not args.live_only:
+            took = load(dsn, n_tasks)
+            print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
+                  f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin rows); "
+                  f"VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
+            print(f"p50 of {args.runs} (baseline: p50 of {args.baseline_runs} of the direct aggregates)", flush=True)
+            rows = figures(dsn, args.runs, args.baseline_runs)
+            worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)
+            print(f"slowest figure through the rollups: {worst:.1f} ms\n", flush=True)
         print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
         cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss)
         print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']} event bursts; {cost['refreshes']} page refreshes")

@@ -50,16 +50,37 @@ class Agent:
     starvation_seconds: int
     executor: str
     model: str | None
-    price_input_per_mtok: Decimal
-    price_output_per_mtok: Decimal
+    price_input_per_mtok: Decimal | None   # None: not configured, usage is unpriced
+    price_output_per_mtok: Decimal | None
     settings: dict[str, Any]
     created_at: datetime
     updated_at: datetime
     config_error: str | None = None  # why it cannot run as configured; its tasks wait meanwhile
+    # The adaptive throttle's limits after the model endpoint rate-limited (None: the configured one).
+    effective_tpm: int | None = None
+    effective_concurrency: int | None = None
+    throttled_until: datetime | None = None
+    rate_limited_total: int = 0
 
     @property
     def throttled(self) -> bool:
-        return self.max_concurrent_tasks is not None or self.max_tpm is not None
+        return any(v is not None for v in (self.max_concurrent_tasks, self.max_tpm, self.effective_tpm,
+                                           self.effective_concurrency))
+
+    @property
+    def tpm_limit(self) -> int | None:
+        """The TPM admission uses: the stricter of the configured and the adaptive one."""
+        return _stricter(self.max_tpm, self.effective_tpm)
+
+    @property
+    def concurrency_limit(self) -> int | None:
+        """The concurrency admission uses: the stricter of the configured and the adaptive one."""
+        return _stricter(self.max_concurrent_tasks, self.effective_concurrency)
+
+
+def _stricter(configured: int | None, adaptive: int | None) -> int | None:
+    limits = [v for v in (configured, adaptive) if v is not None]
+    return min(limits) if limits else None
 
 
 @dataclass(frozen=True)
@@ -91,6 +112,8 @@ class Attempt:
     heartbeat_at: datetime | None
     finished_at: datetime | None
     error: str | None
+    llm_unpriced: bool = False           # tokens spent with no configured price: cost unknown, not $0
+    compute_state: str | None = None     # measured | pending (billing not in yet) | billed
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from schema.errors import InvalidPayload
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
-          "llm_cost_usd", "compute_cost_usd", "run_id", "trace_id", "pages"}
+          "llm_cost_usd", "compute_cost_usd", "run_id", "trace_id", "pages", "rate_limited",
+          "retry_after_seconds"}
 MAX_ERROR_CHARS = 4000
 # Bounds of the contract, each well inside its column: a report beyond them is malformed (422).
 MAX_TOKENS = 10**12          # per attempt; input_tokens and output_tokens are bigint
@@ -40,6 +41,13 @@ class Report:
     run_id: str | None
     trace_id: str | None
     pages: int | None
+    rate_limited: int = 0                      # HTTP 429s the model endpoint answered this attempt
+    retry_after_seconds: float | None = None   # the longest Retry-After among them
+
+    @property
+    def unpriced(self) -> bool:
+        """Tokens were reported with no LLM cost: the agent had no price for them."""
+        return bool(self.input_tokens or self.output_tokens) and self.llm_cost_usd is None
 
     @property
     def has_usage(self) -> bool:
@@ -147,4 +155,6 @@ def parse_callback(payload: Any) -> Report:
                   llm_cost_usd=_money(payload, "llm_cost_usd"),
                   compute_cost_usd=_money(payload, "compute_cost_usd"),
                   run_id=_text(payload, "run_id"), trace_id=_text(payload, "trace_id"),
-                  pages=_count(payload, "pages", MAX_PAGES))
+                  pages=_count(payload, "pages", MAX_PAGES),
+                  rate_limited=_count(payload, "rate_limited", MAX_TOKENS) or 0,
+                  retry_after_seconds=_money(payload, "retry_after_seconds"))

@@ -79,12 +79,12 @@ def _require_int(value: Any, what: str, *, low: int | None = None, high: int | N
 
 _AGENT_DEFAULTS: dict[str, Any] = {
     "lease_seconds": 60, "starvation_seconds": 120, "executor": "local", "model": None,
-    "price_input_per_mtok": 0, "price_output_per_mtok": 0, "settings": {},
+    "price_input_per_mtok": None, "price_output_per_mtok": None, "settings": {},
 }
 
 
 def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks: int | None = None,
-                    max_tpm: int | None = None, **more: Any) -> Agent:
+                    max_tpm: int | None = None, now: datetime | None = None, **more: Any) -> Agent:
     """Creates or updates an agent; None limits mean unlimited; unnamed settings keep their value."""
     unknown = set(more) - set(_AGENT_DEFAULTS)
     if unknown:
@@ -102,7 +102,7 @@ def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks
         config = {k: existing[k] for k in _AGENT_DEFAULTS} if existing else dict(_AGENT_DEFAULTS)
         config.update(more)
         config.update(name=name, max_concurrent_tasks=max_concurrent_tasks, max_tpm=max_tpm,
-                      settings=Jsonb(config["settings"] or {}))
+                      settings=Jsonb(config["settings"] or {}), now=now)
         try:
             row = _row(conn, "agent_upsert", config)
         except pg_errors.CheckViolation as exc:
@@ -142,39 +142,83 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
     return TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1)
 
 
+_BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
+                  "document_bytes", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
+                  "parent_id")
+_TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
+
+
 def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
             customer: str | None = None, estimated_tokens: int | None = None,
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
             max_attempts: int = 3, now: datetime | None = None) -> Task:
-    """Adds one task to an agent's queue; priority 0..9, 9 the most urgent."""
-    _require_text(agent, "agent")
-    _require_text(document_uri, "document_uri")
-    _require_int(priority, "priority", low=0, high=9)
-    _require_int(max_attempts, "max_attempts", low=1)
-    if pages is not None:
-        _require_int(pages, "pages", low=0)
-    if document_bytes is not None:
-        _require_int(document_bytes, "document_bytes", low=0)
-    if estimated_tokens is None:
-        estimated_tokens = estimate_tokens(pages=pages, document_bytes=document_bytes)
-    _require_int(estimated_tokens, "estimated_tokens", low=1)
-    if document_sha256 is not None and not payloads.is_sha256(document_sha256):
-        raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
-    params = dict(agent=agent, document_uri=document_uri, priority=priority, customer=customer,
-                  estimated_tokens=estimated_tokens, document_name=document_name,
-                  document_sha256=document_sha256, pages=pages, document_bytes=document_bytes,
-                  parent_id=parent_id, submitted_by=submitted_by, retried_by=None,
-                  max_attempts=max_attempts, now=now)
-    with _tx(conn):
-        if _row(conn, "agent_get", {"agent": agent}) is None:
-            raise UnknownAgent(f"unknown agent {agent!r}")
-        if parent_id is not None and _row(conn, "task_get", {"task_id": parent_id}) is None:
-            raise UnknownTask(f"parent task {parent_id} does not exist")
-        _set_actor(conn, submitted_by)
-        row = _row(conn, "task_insert", params)
-    return task_from_row(row)
+    """Adds one task to an agent's queue (one round trip); priority 0..9, 9 the most urgent."""
+    [task] = enqueue_many(conn, [dict(
+        agent=agent, document_uri=document_uri, priority=priority, customer=customer,
+        estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
+        pages=pages, document_bytes=document_bytes, parent_id=parent_id, max_attempts=max_attempts)],
+        submitted_by=submitted_by, now=now)
+    return task
+
+
+def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """One task of a batch with its defaults, or InvalidArgument naming the entry."""
+    unknown = set(item) - _TASK_FIELDS
+    if unknown:
+        raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
+    task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
+            "document_bytes": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
+            "parent_id": None, **item}
+    try:
+        _require_text(task.get("agent"), "agent")
+        _require_text(task.get("document_uri"), "document_uri")
+        _require_int(task["priority"], "priority", low=0, high=9)
+        _require_int(task["max_attempts"], "max_attempts", low=1)
+        for key in ("pages", "document_bytes"):
+            if task[key] is not None:
+                _require_int(task[key], key, low=0)
+        if task["parent_id"] is not None:
+            _require_int(task["parent_id"], "parent_id", low=1)
+        # A static estimate is replaced at claim by what the agent learned documents cost.
+        task["estimate_is_static"] = task["estimated_tokens"] is None
+        if task["estimated_tokens"] is None:
+            task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"])
+        _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
+        if task["document_sha256"] is not None and not payloads.is_sha256(task["document_sha256"]):
+            raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
+        for key in ("document_uri", "document_name", "customer"):
+            if isinstance(task[key], str) and "\x00" in task[key]:
+                raise InvalidArgument(f"{key} must not contain NUL characters")
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"task {n}: {exc}" if n else str(exc)) from None
+    return task
+
+
+def enqueue_many(conn: psycopg.Connection, tasks: list[Mapping[str, Any]], *, submitted_by: str | None = None,
+                 now: datetime | None = None) -> list[Task]:
+    """Adds many tasks in one statement, all or none; returns them in the order given.
+
+    Each entry takes enqueue's keyword arguments (agent and document_uri required). An unknown
+    agent or parent fails the whole batch with UnknownAgent or UnknownTask.
+    """
+    checked = [_checked(t, n if len(tasks) > 1 else 0) for n, t in enumerate(tasks, start=1)]
+    if not checked:
+        return []
+    _require_idle(conn)
+    params: dict[str, Any] = {k: [t[k] for t in checked] for k in _BATCH_COLUMNS}
+    params.update(submitted_by=submitted_by, now=now)
+    try:
+        rows = _rows(conn, "task_insert_batch", params)
+    except pg_errors.ForeignKeyViolation as exc:
+        if "parent" in (exc.diag.constraint_name or ""):
+            raise UnknownTask(f"parent task does not exist: {exc.diag.message_detail}") from None
+        agents = sorted({t["agent"] for t in checked})
+        raise UnknownAgent(f"unknown agent {agents[0]!r}" if len(agents) == 1
+                           else f"unknown agent among {', '.join(map(repr, agents))}") from None
+    rows.sort(key=lambda r: r["id"])
+    return [task_from_row(r) for r in rows]
 
 
 # -- claim --------------------------------------------------------------------------------------
@@ -198,7 +242,7 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
             row = _row(conn, "agent_get", {"agent": agent})
             if row is None:
                 raise UnknownAgent(f"unknown agent {agent!r}")
-            if row["max_concurrent_tasks"] is None and row["max_tpm"] is None:
+            if not agent_from_row(row).throttled:
                 return []
             rows = _claim_admitted(conn, params, limit=limit, now=now)
     return _claims(rows)
@@ -255,16 +299,19 @@ def _claims(rows: list[dict[str, Any]]) -> list[Claim]:
 def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime | None) -> list[int]:
     load_row = _row(conn, "agent_load_one", {"agent": agent.name, "now": now})
     load = Load(in_flight=load_row["in_flight"], reserved_tokens=int(load_row["reserved_tokens"]))
-    if agent.max_concurrent_tasks is not None:
-        limit = min(limit, agent.max_concurrent_tasks - load.in_flight)
+    clock = load_row["now"]
+    if agent.throttled_until is not None and clock < agent.throttled_until:
+        return []  # the model endpoint asked us to wait (Retry-After)
+    max_concurrent, max_tpm = agent.concurrency_limit, agent.tpm_limit
+    if max_concurrent is not None:
+        limit = min(limit, max_concurrent - load.in_flight)
         if limit <= 0:
             return []
-    scan = limit if agent.max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
+    scan = limit if max_tpm is None else max(limit * ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN)
     candidates = [Candidate(**r) for r in
                   _rows(conn, "task_candidates_for_admission", {"agent": agent.name, "now": now, "scan": scan})]
-    clock = load_row["now"]
-    decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=agent.max_concurrent_tasks,
-                     max_tpm=agent.max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
+    decision = admit(candidates, limit=limit, load=load, max_concurrent_tasks=max_concurrent,
+                     max_tpm=max_tpm, starvation_seconds=agent.starvation_seconds, now=clock)
     if decision.now_waiting:
         _rows(conn, "task_mark_waiting", {"ids": decision.now_waiting, "now": now})
     return decision.admitted
@@ -332,7 +379,8 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             "attempt_id": attempt_id, "status": report.status, "run_id": report.run_id,
             "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
             "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
-            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd})
+            "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd,
+            "llm_unpriced": report.unpriced})
 
         def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()):
             return CallbackOutcome(kind=kind, task_id=task_id, attempt_id=attempt_id,
@@ -341,6 +389,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
 
         if noted["previously_reported"] == report.status:
             return outcome(CallbackKind.DUPLICATE, status)
+        _adapt_throttle(conn, task, attempt_id, report, now)
         common = {"task_id": task_id, "attempt_id": attempt_id, "now": now, "pages": report.pages}
         if status.terminal:
             if report.pages is not None:
@@ -364,6 +413,42 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
         return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
 
 
+# Adaptive throttle (AIMD): a rate limit halves the agent's effective TPM and concurrency; each
+# attempt that ran without one gives back 2% of the TPM and one slot, up to 90% of the TPM that met
+# the limit, and after five quiet minutes up to the configured limits.
+THROTTLE_FACTOR = 0.5
+THROTTLE_FLOOR_TPM = 1000
+THROTTLE_STEP = 0.02
+THROTTLE_QUIET_SECONDS = 300
+
+
+def throttle_back_off(conn: psycopg.Connection, agent: str, attempt_id: int, *, count: int,
+                      retry_after: float | None, now: datetime | None = None) -> dict[str, Any] | None:
+    """Records rate limits an attempt met; cuts the agent's effective limits once per round."""
+    return _row(conn, "agent_throttle_back_off", {
+        "agent": agent, "attempt_id": attempt_id, "count": count, "retry_after": retry_after or 0,
+        "factor": THROTTLE_FACTOR, "floor_tpm": THROTTLE_FLOOR_TPM, "now": now})
+
+
+def throttle_recover(conn: psycopg.Connection, successes: Mapping[str, int], *,
+                     now: datetime | None = None) -> list[dict[str, Any]]:
+    """Attempts ran without a rate limit: raises backed-off agents' effective limits additively."""
+    if not successes:
+        return []
+    return _rows(conn, "agent_throttle_recover_list", {
+        "agents": list(successes), "counts": list(successes.values()), "step": THROTTLE_STEP,
+        "quiet_seconds": THROTTLE_QUIET_SECONDS, "now": now})
+
+
+def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_id: int,
+                    report: payloads.Report, now: datetime | None) -> None:
+    if report.rate_limited:
+        throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
+                          retry_after=report.retry_after_seconds, now=now)
+    elif report.status == "completed" and (report.input_tokens or report.output_tokens):
+        throttle_recover(conn, {task["agent"]: 1}, now=now)
+
+
 def attempt_secret(conn: psycopg.Connection, attempt_id: int) -> tuple[str, str | None]:
     """The stored callback key of an attempt and its executor; UnknownAttempt if none."""
     row = _row(conn, "attempt_get_secret", {"attempt_id": attempt_id})
@@ -374,7 +459,7 @@ def attempt_secret(conn: psycopg.Connection, attempt_id: int) -> tuple[str, str 
 
 # -- operator actions ---------------------------------------------------------------------------
 
-def cancel(conn: psycopg.Connection, task_id: int, *, actor: str) -> Task:
+def cancel(conn: psycopg.Connection, task_id: int, *, actor: str, now: datetime | None = None) -> Task:
     """Cancels an enqueued or processing task; its running attempts are cancelled with it."""
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
@@ -383,14 +468,15 @@ def cancel(conn: psycopg.Connection, task_id: int, *, actor: str) -> Task:
         if task is None:
             raise UnknownTask(f"unknown task {task_id}")
         _set_actor(conn, actor)
-        row = _row(conn, "task_cancel_if_live", {"task_id": task_id, "actor": actor})
+        row = _row(conn, "task_cancel_if_live", {"task_id": task_id, "actor": actor, "now": now})
         if row is None:
             raise InvalidTransition(f"task {task_id} is {task['status']}: only enqueued or processing tasks can be cancelled")
-        _rows(conn, "attempt_cancel_open", {"task_id": task_id})
+        _rows(conn, "attempt_cancel_open", {"task_id": task_id, "now": now})
     return get_task(conn, task_id)
 
 
-def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int | None = None) -> Task:
+def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int | None = None,
+          now: datetime | None = None) -> Task:
     """Re-runs a failed or cancelled task; on a completed one, enqueues a re-extraction child."""
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
@@ -407,11 +493,11 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
                                         "document_sha256", "document_bytes", "pages",
                                         "estimated_tokens", "max_attempts")},
                 "priority": task["priority"] if priority is None else priority,
-                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": None})
+                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
         else:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
-                                                      "priority": priority})
+                                                      "priority": priority, "now": now})
             if row is None:
                 raise InvalidTransition(f"task {task_id} is {task['status']}: only failed, cancelled or completed tasks can be retried")
             new_id = task_id
@@ -449,9 +535,11 @@ def record_executor_info(conn: psycopg.Connection, attempt_id: int, *, pid: int 
 
 def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds: float | None = None,
                    cpu_seconds: float | None = None, compute_cost_usd: float | None = None,
-                   dbus: float | None = None) -> None:
-    """Stores compute measured by the executor, apart from the LLM spend the agent reports."""
+                   dbus: float | None = None, compute_state: str | None = None) -> None:
+    """Stores compute measured by the executor, apart from the LLM spend the agent reports.
+
+    compute_state: 'measured' (cost known now) or 'pending' (the billing reconciler fills it in)."""
     with _tx(conn):
         _rows(conn, "attempt_record_compute", {
             "attempt_id": attempt_id, "compute_seconds": compute_seconds, "cpu_seconds": cpu_seconds,
-            "compute_cost_usd": compute_cost_usd, "dbus": dbus})
+            "compute_cost_usd": compute_cost_usd, "dbus": dbus, "compute_state": compute_state})

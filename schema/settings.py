@@ -23,8 +23,9 @@ class AgentConfig(BaseModel):
     starvation_seconds: int = Field(120, ge=0)
     executor: str = "local"
     model: str | None = None
-    price_input_per_mtok: float = Field(0.0, ge=0)
-    price_output_per_mtok: float = Field(0.0, ge=0)
+    # Unset: the agent's token usage is recorded as unpriced, never as $0.
+    price_input_per_mtok: float | None = Field(None, ge=0)
+    price_output_per_mtok: float | None = Field(None, ge=0)
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -62,6 +63,7 @@ class Settings(BaseSettings):
     rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
+    billing_seconds: float = Field(600.0, gt=0)            # how often job runs' billing is reconciled
 
     @field_validator("data_dir")
     @classmethod

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import psycopg
 
-from schema import payloads
+from schema import payloads, queue
 from schema.errors import InvalidPayload, TransactionInProgress
 from schema.sql import fetch_all as _rows
 
@@ -28,6 +28,7 @@ class Ended:
     cpu_seconds: float | None = None
     compute_cost_usd: float | None = None
     dbus: float | None = None
+    compute_state: str | None = None     # measured, or pending: the billing tables will price it
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
     with conn.transaction():
         locked = _rows(conn, "task_lock_for_attempts", {"attempt_ids": list(by_attempt)})
         items, seen_tasks = [], set()
+        model_calls: dict[str, int] = {}  # per agent, completions that called a model without a 429
         for row in locked:
             attempt_id, task_id = row["attempt_id"], row["task_id"]
             if task_id in seen_tasks:
@@ -77,20 +79,28 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
                     parsed = payloads.parse_callback(e.report)
                 except InvalidPayload:
                     parsed = None
-                report = parsed if parsed is not None and parsed.status == "completed" else None
+                # A rate-limited report goes the one-by-one way, which backs the agent off.
+                report = (parsed if parsed is not None and parsed.status == "completed"
+                          and not parsed.rate_limited else None)
+            if report is not None and (report.input_tokens or report.output_tokens):
+                model_calls[row["agent"]] = model_calls.get(row["agent"], 0) + 1
             item = {"attempt_id": attempt_id, "task_id": task_id, "complete": report is not None,
                     "compute_seconds": e.compute_seconds, "cpu_seconds": e.cpu_seconds,
-                    "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus)}
+                    "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus),
+                    "compute_state": e.compute_state}
             if report is not None:
                 item.update(result=report.result, confidence=report.confidence, pages=report.pages,
                             has_usage=report.has_usage, input_tokens=report.input_tokens,
                             output_tokens=report.output_tokens, llm_cost_usd=report.llm_cost_usd,
+                            llm_unpriced=report.unpriced,
                             report_compute_cost_usd=report.compute_cost_usd, run_id=report.run_id,
                             trace_id=report.trace_id)
             items.append(item)
             out[attempt_id] = Settled(attempt_id, task_id, row["reported_status"], report_due=due)
         done = _rows(conn, "task_complete_batch_from_attempts",
                      {"reports": json.dumps(items), "now": now}) if items else []
+        if model_calls:
+            queue.throttle_recover(conn, model_calls, now=now)
     for row in done:
         previous = out[row["attempt_id"]]
         out[row["attempt_id"]] = Settled(previous.attempt_id, previous.task_id, previous.reported_status,

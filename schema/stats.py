@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -169,6 +168,8 @@ SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
 
 def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Summary:
     """The headline figures from the rollups: exact counts and spend, percentiles from histograms."""
+    if flt.needs_review:
+        return stats_summary_direct(conn, flt)  # the rollups keep no confidence threshold
     rollups.fold_if_behind(conn)
     params = flt.params()
     rows = rollups.totals(conn, params)
@@ -216,6 +217,8 @@ def _cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None
 def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
                           end: datetime | None, bins: int = 20) -> Charts:
     """Throughput, cost by agent and customer, latency and confidence distributions, from the rollups."""
+    if flt.needs_review:
+        return stats_charts_direct(conn, flt, start=start, end=end, bins=bins)
     rollups.fold_if_behind(conn)
     params = flt.params()
     start = start or rollups.first_created(conn, params)
@@ -270,7 +273,9 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
 
 
 def task_count(conn: psycopg.Connection, flt: TaskFilter) -> int:
-    """How many tasks the filters select: exact, and cheap at any size, from the rollups."""
+    """How many tasks the filters select: exact, from the rollups (cheap at any size) where they can."""
+    if flt.needs_review:
+        return _run(conn, "task_count_filtered", flt.params())[0]["n"]
     rollups.fold_if_behind(conn)
     return sum(r["tasks"] for r in rollups.totals(conn, flt.params()))
 
@@ -343,32 +348,6 @@ def stats_compute_measured_filtered(conn: psycopg.Connection, flt: TaskFilter) -
     return _run(conn, "stats_compute_measured_filtered", flt.params())[0]
 
 
-def attempt_job_run_ids_filtered(conn: psycopg.Connection, flt: TaskFilter) -> list[str]:
-    return [r["job_run_id"] for r in _run(conn, "attempt_job_run_ids_filtered", flt.params())]
-
-
-def billing_compute_cost_for_runs(run_ids: list[str], *, warehouse_id: str, client=None) -> dict[str, Any]:
-    """List-price compute cost of Databricks job runs, from the billing system tables (slow)."""
-    from databricks.sdk import WorkspaceClient
-    from databricks.sdk.service.sql import StatementParameterListItem, StatementState
-
-    if not run_ids:
-        return {"cost_usd": 0.0, "dbus": 0.0, "runs": 0}
-    client = client or WorkspaceClient()
-    response = client.statement_execution.execute_statement(
-        warehouse_id=warehouse_id, statement=q("billing_compute_cost_for_runs"), wait_timeout="50s",
-        parameters=[StatementParameterListItem(name="run_ids", value=",".join(run_ids))])
-    while response.status and response.status.state in (StatementState.PENDING, StatementState.RUNNING):
-        time.sleep(1.0)
-        response = client.statement_execution.get_statement(response.statement_id)
-    if response.status is None or response.status.state != StatementState.SUCCEEDED:
-        error = response.status.error.message if response.status and response.status.error else "unknown error"
-        raise RuntimeError(f"billing query failed: {error}")
-    rows = (response.result.data_array if response.result else None) or []
-    return {"cost_usd": sum(float(r[2] or 0) for r in rows), "dbus": sum(float(r[1] or 0) for r in rows),
-            "runs": len(rows)}
-
-
 def stats_filter_options(conn: psycopg.Connection) -> dict[str, list[str]]:
     """{"agent": [...], "customer": [...]} for the filter controls."""
     options: dict[str, list[str]] = {"agent": [], "customer": []}
@@ -386,9 +365,9 @@ def task_events_last_id(conn: psycopg.Connection) -> int:
     return fetch_one(conn, "task_events_last_id")["last_id"]
 
 
-def stats_queue_health(conn: psycopg.Connection) -> list[dict[str, Any]]:
+def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None) -> list[dict[str, Any]]:
     """Per agent: oldest enqueued age in seconds and tasks waiting for token budget."""
-    return fetch_all(conn, "stats_queue_health")
+    return fetch_all(conn, "stats_queue_health", {"now": now})
 
 
 def stats_attempt_counts(conn: psycopg.Connection) -> list[dict[str, Any]]:

@@ -19,8 +19,8 @@ class TraceToReconcile:
     id: int
     trace_id: str
     agent: str
-    price_input_per_mtok: Decimal
-    price_output_per_mtok: Decimal
+    price_input_per_mtok: Decimal | None
+    price_output_per_mtok: Decimal | None
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ class Claimer:
         # A pool left with free slots ran out of work: look for the next backoff before waiting.
         self._ran_dry = any(taken[pool] < free for pool, free in pools.items())
         self.counters.add("claims", len(claims))
+        observe_claim_latency(claims)
         self._launch(claims, agents)
         self._skip_unknown(agents)
         return claimed + len(claims)

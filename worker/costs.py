@@ -67,10 +67,15 @@ def trace_usage(trace_id: str, get_trace: Callable[[str], Any]) -> TraceUsage | 
                       llm_cost_usd=float(total) if total is not None else None)
 
 
-def priced(usage: TraceUsage, price_input_per_mtok: Decimal, price_output_per_mtok: Decimal) -> float:
-    """The trace's own cost, or the agent's prices applied to its tokens when it has none."""
+def priced(usage: TraceUsage, price_input_per_mtok: Decimal | None,
+           price_output_per_mtok: Decimal | None) -> float | None:
+    """The trace's own cost, or the agent's prices applied to its tokens; None when unpriced."""
     if usage.llm_cost_usd is not None:
         return round(usage.llm_cost_usd, 6)
+    if price_input_per_mtok is None and price_output_per_mtok is None:
+        return None
+    price_input_per_mtok = price_input_per_mtok or Decimal(0)
+    price_output_per_mtok = price_output_per_mtok or Decimal(0)
     cost = (Decimal(usage.input_tokens) * price_input_per_mtok
             + Decimal(usage.output_tokens) * price_output_per_mtok) / Decimal(1_000_000)
     return round(float(cost), 6)

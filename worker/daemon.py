@@ -17,13 +17,16 @@ from schema import db, queue
 from schema.settings import Settings
 from worker import logs
 from worker.agent_check import check_agents
+from worker.billing import BillingConfig, BillingReconciler
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
-from worker.executors import LocalConfig, build_executors
+from worker.executors import DatabricksConfig, LocalConfig, build_executors
+from worker.executors.databricks import unreachable_reason
 from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
+from worker.public_url import public_url
 from worker.runs import RunTable, RunTableConfig
 from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
@@ -31,7 +34,7 @@ from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
-THREADS = 7
+THREADS = 8
 
 
 def default_worker_id() -> str:
@@ -47,8 +50,9 @@ class WorkerDaemon:
       dsn                the queue's database, already migrated (schema.bootstrap.prepare_database)
       worker_id          how attempts name this worker; default QUIRE_WORKER_ID or host-pid-random
       concurrency        local runs at once; default QUIRE_WORKER_CONCURRENCY or the CPU count
-      callback_base_url  where agents report (the app's URL); default QUIRE_PUBLIC_URL; when
-                         unset, local runs hand their report to the worker, which applies it itself
+      callback_base_url  where agents report (the app's URL); default QUIRE_PUBLIC_URL, else the
+                         Databricks App's URL; when unset, local runs hand their report to the
+                         worker, which applies it itself, and the Jobs executor refuses to start
       listener           the process's worker.listener.Listener, run by its owner; the daemon only
                          registers on it. Without one the daemon runs a Listener of its own.
 
@@ -70,7 +74,7 @@ class WorkerDaemon:
         self.concurrency = concurrency or settings.worker_concurrency or os.cpu_count() or 1
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self.callback_base_url = callback_base_url or settings.public_url
+        self.callback_base_url = callback_base_url or public_url(settings)
         self.grace_seconds = settings.shutdown_grace_seconds
         self.table: RunTable | None = None
         self._owns_listener = listener is None
@@ -109,8 +113,13 @@ class WorkerDaemon:
             pool.close()
             threads.shutdown(wait=False, cancel_futures=True)
             raise
+        databricks = DatabricksConfig(callback_key=self.settings.callback_key)
         executors = build_executors(LocalConfig(runs_dir=self.settings.data_dir / "runs",
-                                                tracking_uri=tracking_uri))
+                                                tracking_uri=tracking_uri), databricks=databricks)
+        refused = unreachable_reason(self.callback_base_url, databricks)
+        if refused and any(c.executor == "databricks" for c in self._agent_configs()):
+            # Its runs would end unheard: every attempt for these agents fails with this reason.
+            logs.problem("start the Databricks Jobs executor", refused, worker=self.worker_id)
         try:
             await call(self._check_agents, pool, executors)
         except Exception as exc:  # the claim still skips agents already found misconfigured
@@ -162,6 +171,12 @@ class WorkerDaemon:
             "rollups": lambda: service_loop("rollup fold", folder.run_once, folder.config.interval_seconds,
                                             services_stop, run=call, worker_id=self.worker_id),
         }
+        if self.settings.warehouse_id:
+            billing = BillingReconciler(pool, self.worker_id, BillingConfig(
+                warehouse_id=self.settings.warehouse_id, interval_seconds=self.settings.billing_seconds))
+            services["billing"] = lambda: service_loop("reconcile billing", billing.run_once,
+                                                       billing.config.interval_seconds, services_stop, run=call,
+                                                       worker_id=self.worker_id)
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
@@ -194,6 +209,13 @@ class WorkerDaemon:
         """Marks agents this worker cannot run as configured: nothing is claimed for them."""
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
+
+    def _agent_configs(self) -> list:
+        """The configured agents, or none when the configuration cannot be read here."""
+        try:
+            return list(self.settings.agent_configs().values())
+        except ValueError:
+            return []
 
     async def _tracking(self, call) -> tuple[str | None, asyncio.Future | None]:
         """The tracking URI agents get, and the set-up of its store if that goes on in the background.

@@ -278,12 +278,16 @@ class RunTable:
     def _ended(self, run: Run) -> settlement.Ended:
         """What settlement needs to know of an ended run: its report and its measured compute."""
         exit = run.exit
-        cost = None
+        cost, state = None, None
         if run.executor.billed_by_time and exit.wall_seconds is not None:
             cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
+            state = "measured"
+        elif run.executor.billed_by_tables:
+            state = "pending"  # the billing reconciler writes DBUs and cost once billing has the run
         report = exit.report or failure_report(exit.error, retryable=exit.retryable)
         return settlement.Ended(run.attempt_id, report=report, compute_seconds=exit.wall_seconds,
-                                cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus)
+                                cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus,
+                                compute_state=state)
 
     def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
         exit = run.exit

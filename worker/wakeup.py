@@ -11,9 +11,14 @@ class Wakeup:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.loop = loop or asyncio.get_running_loop()
         self.event = asyncio.Event()
+        # Raised and not yet consumed: a burst of runs ending wakes the loop once, not once each.
+        self._pending = False
 
     def set(self) -> None:
         """Raises the flag; safe from any thread."""
+        if self._pending:
+            return
+        self._pending = True
         try:
             self.loop.call_soon_threadsafe(self.event.set)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
@@ -25,6 +30,8 @@ class Wakeup:
             await asyncio.wait_for(self.event.wait(), timeout)
         except asyncio.TimeoutError:
             return False
+        # Consumed before cleared: a set() from now on schedules a new event.set after this clear.
+        self._pending = False
         self.event.clear()
         return True
 

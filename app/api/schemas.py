@@ -75,7 +75,10 @@ class AttemptOut(BaseModel):
     input_tokens: int | None
     output_tokens: int | None
     llm_cost_usd: float | None
+    llm_unpriced: bool = False            # tokens spent without a configured price: cost unknown, not $0
     compute_cost_usd: float | None
+    dbus: float | None = None
+    compute_state: str | None = None      # measured | pending (billing not in yet) | billed
     compute_seconds: float | None
     started_at: datetime
     finished_at: datetime | None
@@ -122,7 +125,7 @@ class TaskDetail(BaseModel):
         def money(value):
             return float(value) if value is not None else None
         attempts = [AttemptOut(**{**a.__dict__, "status": a.status.value, "llm_cost_usd": money(a.llm_cost_usd),
-                                  "compute_cost_usd": money(a.compute_cost_usd)}) for a in task.attempts]
+                                  "compute_cost_usd": money(a.compute_cost_usd), "dbus": money(a.dbus)}) for a in task.attempts]
         events = [EventOut(id=e.id, status=e.status.value, prev_status=e.prev_status.value if e.prev_status else None,
                            actor=e.actor, at=e.at) for e in task.events]
         fields = {k: v for k, v in task.__dict__.items() if k in cls.model_fields}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Awaitable, Callable
+from urllib.parse import urlencode
 
 from nicegui import ui
 
@@ -31,6 +32,10 @@ class FilterBar:
                     .tooltip("Completed with a low confidence")
                 ui.space()
                 ui.button("Clear", icon="clear_all", on_click=self.clear).props("flat color=secondary")
+                # The per-task cost table for these filters, from the same route the API offers.
+                for kind in ("csv", "xlsx"):
+                    ui.button(kind.upper(), icon="download", on_click=lambda k=kind: self.export(k)) \
+                        .props(f'flat color=primary data-testid="export-{kind}"')
             self.error = ui.label("").classes("text-negative text-sm")
         for control in (self.date_from, self.date_to, self.status, self.agent, self.customer, self.review):
             control.on_value_change(self._changed)
@@ -50,6 +55,17 @@ class FilterBar:
     def current(self) -> TaskFilter:
         return make_filter(self.date_from.value or None, self.date_to.value or None, self.status.value or [],
                            self.agent.value or [], self.customer.value or [], bool(self.review.value))
+
+    def export_url(self, kind: str) -> str:
+        """/api/export.<kind> with the dashboard's filters as its query string."""
+        query = [(name, control.value) for name, control in (("date_from", self.date_from),
+                                                              ("date_to", self.date_to)) if control.value]
+        for name, control in (("status", self.status), ("agent", self.agent), ("customer", self.customer)):
+            query += [(name, value) for value in control.value or []]
+        return f"/api/export.{kind}" + (f"?{urlencode(query)}" if query else "")
+
+    def export(self, kind: str) -> None:
+        ui.navigate.to(self.export_url(kind))
 
     async def _changed(self) -> None:
         try:

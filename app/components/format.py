@@ -21,6 +21,24 @@ STATUS_ICONS = {
 }
 
 
+def llm_cost(attempts) -> str:
+    """A task's LLM cost over its attempts; "unpriced" when tokens were spent with no price, never $0."""
+    known = sum((a.llm_cost_usd or 0) for a in attempts)
+    if any(a.llm_unpriced for a in attempts):
+        return f"{money(known)} + unpriced" if known else "unpriced"
+    return money(known)
+
+
+def compute_cost(attempts) -> str:
+    """A task's compute cost over its attempts; "pending" while billing has not priced a job run."""
+    known = sum((a.compute_cost_usd or 0) for a in attempts)
+    dbus = sum((a.dbus or 0) for a in attempts)
+    text = money(known) + (f" ({float(dbus):,.2f} DBU)" if dbus else "")
+    if any(a.compute_state == "pending" for a in attempts):
+        return f"{text} + pending" if known else "pending"
+    return text
+
+
 def money(value: Decimal | float | None) -> str:
     """US dollars; sub-dollar amounts keep four decimals, since per-document LLM cost is often cents."""
     if value is None:

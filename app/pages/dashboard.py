@@ -66,6 +66,8 @@ class Dashboard:
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
         self.agent_problems = AgentProblems()
+        # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
+        self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
         self.filters = FilterBar(self.apply_filter)
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
         self.charts = ChartsBoard()
@@ -86,6 +88,7 @@ class Dashboard:
             if table:
                 self.table.total_hint = summary.total if self.table.filter == flt else None
                 await self.table.refresh()
+            self.throttles.text = "; ".join(await services.adaptive_limits(self.pool))
             self.updated.text = f"Updated {datetime.now(timezone.utc):%H:%M:%S} UTC"
 
     async def refresh_charts(self) -> None:

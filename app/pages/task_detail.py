@@ -68,8 +68,8 @@ class TaskView:
                     tokens_in = sum(a.input_tokens or 0 for a in task.attempts)
                     tokens_out = sum(a.output_tokens or 0 for a in task.attempts)
                     fact("Tokens in / out", f"{fmt.tokens(tokens_in)} / {fmt.tokens(tokens_out)}")
-                    fact("LLM cost", fmt.money(sum((a.llm_cost_usd or 0) for a in task.attempts)))
-                    fact("Compute cost", fmt.money(sum((a.compute_cost_usd or 0) for a in task.attempts)))
+                    fact("LLM cost", fmt.llm_cost(task.attempts))
+                    fact("Compute cost", fmt.compute_cost(task.attempts))
                     fact("Estimated tokens", fmt.tokens(task.estimated_tokens))
                     fact("SHA-256", task.document_sha256[:16] + "…" if task.document_sha256 else fmt.DASH,
                          mono=True, title=task.document_sha256)

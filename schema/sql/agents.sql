@@ -27,22 +27,25 @@ ON CONFLICT (name) DO UPDATE SET
     price_input_per_mtok = excluded.price_input_per_mtok,
     price_output_per_mtok = excluded.price_output_per_mtok,
     settings = excluded.settings,
-    updated_at = now()
+    updated_at = coalesce(%(now)s, now())
 RETURNING *;
 
 -- name: agent_load_one
 -- What admission needs to know about the work of one agent already admitted: tasks in flight and
--- tokens reserved (actual usage once reported, else the estimate) over the trailing minute, and
+-- tokens reserved (actual usage once reported, else the estimate) of attempts running or ended
+-- in the trailing minute, and
 -- the clock admission decides by.
 SELECT
     coalesce(%(now)s, now()) AS now,
     (SELECT count(*) FROM tasks
       WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
+    -- An attempt's tokens reach the endpoint until it ends: it counts until a minute after that.
     (SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0)
        FROM task_attempts
       WHERE agent = %(agent)s
         AND (status = 'processing'
-             OR started_at > coalesce(%(now)s, now()) - interval '60 seconds')) AS reserved_tokens;
+             OR coalesce(finished_at, started_at) > coalesce(%(now)s, now()) - interval '60 seconds'))
+    AS reserved_tokens;
 
 -- name: agent_backlog_list
 -- Agents with work that is claimable now, for the claim loop.
@@ -59,3 +62,75 @@ ORDER BY a.name;
 UPDATE agents SET config_error = %(error)s
 WHERE name = %(agent)s AND config_error IS DISTINCT FROM %(error)s
 RETURNING name;
+
+-- name: agent_throttle_back_off
+-- The model endpoint rate-limited an attempt (HTTP 429): halve the agent's effective TPM and
+-- concurrency (from what it ran at: configured, adaptive, or observed), remember the tokens that
+-- reached the endpoint in the last minute (its quota, near enough), and admit nothing until its
+-- Retry-After. Reports of attempts started before the
+-- last back-off only count: one cut per round of work, as AIMD takes one per round trip.
+WITH observed AS (
+    SELECT (SELECT count(*) FROM tasks WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
+           -- Tokens the endpoint actually served in the last minute (reported, not reserved).
+           (SELECT coalesce(sum(input_tokens + output_tokens), 0)
+              FROM task_attempts
+             WHERE agent = %(agent)s
+               AND started_at > coalesce(%(now)s, now()) - interval '1 day'  -- reads the window index
+               AND usage_recorded_at > coalesce(%(now)s, now()) - interval '60 seconds') AS window_tokens,
+           (SELECT started_at FROM task_attempts WHERE id = %(attempt_id)s) AS attempt_started_at
+), ran AS (
+    SELECT a.name,
+           -- The rate it sent at: its limit, or what it used in the last minute if that was less.
+           least(coalesce(a.effective_tpm, a.max_tpm), greatest(o.window_tokens, %(floor_tpm)s)) AS tpm,
+           coalesce(a.effective_concurrency, a.max_concurrent_tasks, greatest(o.in_flight, 1)) AS concurrency,
+           o.window_tokens,
+           a.last_rate_limited_at IS NULL OR o.attempt_started_at >= a.last_rate_limited_at AS cut
+    FROM agents a, observed o
+    WHERE a.name = %(agent)s
+)
+UPDATE agents a SET
+    effective_tpm = CASE WHEN r.cut THEN greatest(%(floor_tpm)s, floor(r.tpm * %(factor)s))::bigint
+                         ELSE a.effective_tpm END,
+    effective_concurrency = CASE WHEN r.cut THEN greatest(1, floor(r.concurrency * %(factor)s))::integer
+                                 ELSE a.effective_concurrency END,
+    -- What reached the endpoint in the minute it refused is the best guess at its quota.
+    throttle_ceiling_tpm = CASE WHEN r.cut THEN r.tpm ELSE a.throttle_ceiling_tpm END,
+    last_rate_limited_at = CASE WHEN r.cut THEN coalesce(%(now)s, now()) ELSE a.last_rate_limited_at END,
+    throttled_until = greatest(a.throttled_until,
+                               coalesce(%(now)s, now()) + make_interval(secs => %(retry_after)s)),
+    rate_limited_total = a.rate_limited_total + %(count)s
+FROM ran r
+WHERE a.name = r.name
+RETURNING a.effective_tpm, a.effective_concurrency, r.cut;
+
+-- name: agent_throttle_recover_list
+-- Attempts of backed-off agents ran without a rate limit: raise each agent's effective TPM and
+-- concurrency additively (per attempt), up to nine tenths of the TPM that met the last limit; after a
+-- quiet spell, back up to the configured limits, where the adaptive limits end (NULL).
+WITH ok AS (
+    SELECT agent, sum(n)::integer AS n
+    FROM unnest(%(agents)s::text[], %(counts)s::integer[]) AS u(agent, n)
+    GROUP BY agent
+), target AS (
+    SELECT a.name, ok.n,
+           CASE WHEN a.last_rate_limited_at > coalesce(%(now)s, now()) - make_interval(secs => %(quiet_seconds)s)
+                THEN least(coalesce(a.max_tpm, a.throttle_ceiling_tpm), floor(0.9 * a.throttle_ceiling_tpm))
+                ELSE a.max_tpm END AS tpm_cap,
+           greatest(100, ceil(%(step)s * coalesce(a.max_tpm, a.throttle_ceiling_tpm, 0))) AS tpm_step
+    FROM agents a JOIN ok ON ok.agent = a.name
+    WHERE a.effective_tpm IS NOT NULL OR a.effective_concurrency IS NOT NULL
+)
+UPDATE agents a SET
+    effective_tpm = CASE
+        WHEN a.effective_tpm IS NULL THEN NULL
+        WHEN t.tpm_cap IS NULL THEN NULL
+        WHEN a.max_tpm IS NOT NULL AND a.effective_tpm + t.n * t.tpm_step >= a.max_tpm THEN NULL
+        ELSE greatest(a.effective_tpm, least(t.tpm_cap, a.effective_tpm + t.n * t.tpm_step))::bigint END,
+    effective_concurrency = CASE
+        WHEN a.effective_concurrency IS NULL THEN NULL
+        WHEN a.max_concurrent_tasks IS NOT NULL AND a.effective_concurrency + t.n >= a.max_concurrent_tasks THEN NULL
+        WHEN a.max_concurrent_tasks IS NULL AND t.tpm_cap IS NULL THEN NULL
+        ELSE a.effective_concurrency + t.n END
+FROM target t
+WHERE a.name = t.name
+RETURNING a.name, a.effective_tpm, a.effective_concurrency;

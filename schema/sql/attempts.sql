@@ -29,7 +29,7 @@ WHERE id = %(attempt_id)s AND status IN ('processing', 'lost');
 
 -- name: attempt_cancel_open
 -- A cancelled task's running attempts are cancelled with it.
-UPDATE task_attempts SET status = 'cancelled', finished_at = now(), error = 'task cancelled'
+UPDATE task_attempts SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), error = 'task cancelled'
 WHERE task_id = %(task_id)s AND status = 'processing'
 RETURNING id;
 
@@ -45,7 +45,9 @@ UPDATE task_attempts SET
     compute_seconds = coalesce(%(compute_seconds)s, compute_seconds),
     cpu_seconds = coalesce(%(cpu_seconds)s, cpu_seconds),
     compute_cost_usd = coalesce(%(compute_cost_usd)s, compute_cost_usd),
-    dbus = coalesce(%(dbus)s, dbus)
+    dbus = coalesce(%(dbus)s, dbus),
+    compute_state = CASE WHEN compute_state = 'billed' THEN compute_state
+                         ELSE coalesce(%(compute_state)s, compute_state) END
 WHERE id = %(attempt_id)s;
 
 -- name: attempt_note_report
@@ -64,6 +66,7 @@ UPDATE task_attempts a SET
     input_tokens = CASE WHEN b.record_usage THEN %(input_tokens)s ELSE a.input_tokens END,
     output_tokens = CASE WHEN b.record_usage THEN %(output_tokens)s ELSE a.output_tokens END,
     llm_cost_usd = CASE WHEN b.record_usage THEN %(llm_cost_usd)s ELSE a.llm_cost_usd END,
+    llm_unpriced = CASE WHEN b.record_usage THEN %(llm_unpriced)s ELSE a.llm_unpriced END,
     compute_cost_usd = CASE WHEN b.record_usage THEN coalesce(%(compute_cost_usd)s, a.compute_cost_usd)
                             ELSE a.compute_cost_usd END,
     usage_recorded_at = CASE WHEN b.record_usage THEN coalesce(%(now)s, now()) ELSE a.usage_recorded_at END

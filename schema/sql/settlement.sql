@@ -2,7 +2,7 @@
 -- The tasks of the attempts a worker saw end, locked in task id order (so batches never deadlock
 -- each other), with what each attempt and task stand at.
 SELECT a.id AS attempt_id, a.task_id, a.status::text AS attempt_status, a.reported_status,
-       t.status::text AS task_status
+       t.status::text AS task_status, t.agent
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id
 WHERE a.id = ANY(%(attempt_ids)s::bigint[])
 ORDER BY t.id
@@ -20,7 +20,7 @@ WITH input AS (
         pages integer, has_usage boolean, input_tokens bigint, output_tokens bigint,
         llm_cost_usd numeric, report_compute_cost_usd numeric, run_id text, trace_id text,
         compute_seconds double precision, cpu_seconds double precision, compute_cost_usd numeric,
-        dbus numeric)
+        dbus numeric, compute_state text, llm_unpriced boolean)
 ), done AS (
     UPDATE tasks t SET
         status = 'completed', result = i.result, confidence = i.confidence, error = NULL,
@@ -35,6 +35,10 @@ WITH input AS (
         compute_seconds = coalesce(i.compute_seconds, a.compute_seconds),
         cpu_seconds = coalesce(i.cpu_seconds, a.cpu_seconds),
         dbus = coalesce(i.dbus, a.dbus),
+        compute_state = CASE WHEN a.compute_state = 'billed' THEN a.compute_state
+                             ELSE coalesce(i.compute_state, a.compute_state) END,
+        llm_unpriced = CASE WHEN d.id IS NOT NULL AND i.has_usage AND a.usage_recorded_at IS NULL
+                            THEN coalesce(i.llm_unpriced, false) ELSE a.llm_unpriced END,
         compute_cost_usd = CASE WHEN d.id IS NOT NULL AND i.has_usage AND a.usage_recorded_at IS NULL
                                 THEN coalesce(i.report_compute_cost_usd, i.compute_cost_usd, a.compute_cost_usd)
                                 ELSE coalesce(i.compute_cost_usd, a.compute_cost_usd) END,

@@ -80,6 +80,10 @@ WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::
 ORDER BY t.id DESC
 LIMIT %(limit)s;
 
+-- name: task_count_filtered
+-- How many tasks the filters select, for a filter the rollups do not hold (needs review).
+SELECT count(*) AS n FROM tasks t WHERE {task_filter};
+
 -- name: task_list_by_ids
 -- The current state of a set of tasks (an upload batch).
 SELECT t.id, t.status::text AS status, t.error, t.confidence, t.document_name, t.finished_at
@@ -152,35 +156,13 @@ GROUP BY 1
 ORDER BY 1;
 
 -- name: stats_compute_measured_filtered
--- Compute spend the executors measured (local runs: run time times the configured rate).
+-- Compute spend per attempt: measured (local runs: run time x rate) or billed (Databricks job runs,
+-- written by the billing reconciler), and how many job runs still wait for their bill.
 SELECT sum(a.compute_cost_usd) AS compute_cost_usd, sum(a.compute_seconds) AS compute_seconds,
        sum(a.dbus) AS dbus, count(*) FILTER (WHERE a.compute_cost_usd IS NOT NULL) AS attempts_measured,
-       count(*) AS attempts
+       count(*) AS attempts, count(*) FILTER (WHERE a.compute_state = 'pending') AS attempts_pending
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id
 WHERE {task_filter};
-
--- name: attempt_job_run_ids_filtered
--- The job runs this orchestrator submitted for the filtered tasks, for the billing lookup.
-SELECT DISTINCT a.job_run_id
-FROM task_attempts a JOIN tasks t ON t.id = a.task_id
-WHERE {task_filter} AND a.job_run_id IS NOT NULL
-ORDER BY 1
-LIMIT 5000;
-
--- name: billing_compute_cost_for_runs
--- Databricks SQL for the statement execution API, not Postgres: list-price cost of the job runs
--- named in :run_ids (comma-separated), from the billing system tables. Slow: run on demand only.
-SELECT u.usage_metadata.job_run_id AS job_run_id,
-       sum(u.usage_quantity) AS dbus,
-       sum(u.usage_quantity * CAST(lp.pricing.default AS DOUBLE)) AS cost_usd
-FROM system.billing.usage u
-JOIN system.billing.list_prices lp
-  ON lp.sku_name = u.sku_name AND lp.cloud = u.cloud AND lp.usage_unit = u.usage_unit
- AND u.usage_start_time >= lp.price_start_time
- AND (lp.price_end_time IS NULL OR u.usage_start_time < lp.price_end_time)
-WHERE array_contains(split(:run_ids, ','), u.usage_metadata.job_run_id)
-  AND lp.currency_code = 'USD'
-GROUP BY 1;
 
 -- name: stats_filter_options
 -- Agents and customers to offer in the dashboard filters.
@@ -206,7 +188,7 @@ SELECT coalesce(max(id), 0) AS last_id FROM task_events;
 
 -- name: stats_queue_health
 -- Per agent: age of the oldest enqueued task and how many wait for token budget, for /metrics.
-SELECT t.agent, extract(epoch FROM now() - min(t.created_at))::float8 AS oldest_enqueued_age_s,
+SELECT t.agent, extract(epoch FROM coalesce(%(now)s, now()) - min(t.created_at))::float8 AS oldest_enqueued_age_s,
        count(*) FILTER (WHERE t.waiting_since IS NOT NULL) AS waiting_for_budget
 FROM tasks t WHERE t.status = 'enqueued'
 GROUP BY t.agent

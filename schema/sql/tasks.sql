@@ -9,6 +9,32 @@ VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name
         coalesce(%(now)s, now()), coalesce(%(now)s, now()))
 RETURNING *;
 
+-- name: task_insert_batch
+-- Enqueues many tasks in one statement (one for a single task too): the arrays hold one entry per
+-- task, in order. The actor is set first, in the same transaction, for the event log; the
+-- statement trigger logs the events and notifies once. Unknown agents or parents fail it whole.
+WITH actor AS (
+    SELECT set_config('quire.actor', coalesce(%(submitted_by)s, ''), true) AS actor
+)
+INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
+                   document_bytes, pages, estimated_tokens, estimate_is_static, max_attempts, parent_id,
+                   submitted_by, run_after, created_at, updated_at)
+SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
+       r.document_bytes, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts, r.parent_id,
+       %(submitted_by)s,
+       coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
+FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
+                             %(document_uri)s::text[], %(document_name)s::text[],
+                             %(document_sha256)s::text[], %(document_bytes)s::bigint[],
+                             %(pages)s::integer[], %(estimated_tokens)s::integer[],
+                             %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
+                             %(parent_id)s::bigint[])
+     WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
+                          document_bytes, pages, estimated_tokens, estimate_is_static, max_attempts,
+                          parent_id, ord)
+ORDER BY r.ord
+RETURNING *;
+
 -- name: task_get
 -- One task by id.
 SELECT * FROM tasks WHERE id = %(task_id)s;
@@ -27,8 +53,12 @@ WHERE a.id = %(attempt_id)s
 FOR UPDATE OF t;
 
 -- name: task_candidates_for_admission
--- The head of an agent's claimable backlog in claim order, locked, for a throttled admission.
-SELECT id, priority, estimated_tokens, waiting_since
+-- The head of an agent's claimable backlog in claim order, locked, for a throttled admission,
+-- each with the tokens its claim will reserve (as task_claim_batch computes them).
+SELECT id, priority, waiting_since,
+       CASE WHEN estimate_is_static
+            THEN coalesce(quire_learned_tokens(agent, NULL, pages, document_bytes), estimated_tokens)
+            ELSE estimated_tokens END AS estimated_tokens
 FROM tasks
 WHERE agent = %(agent)s AND status = 'enqueued' AND run_after <= coalesce(%(now)s, now())
 ORDER BY priority DESC, created_at, id
@@ -54,7 +84,8 @@ WITH wanted AS (
       ON s.executor IS NULL OR s.executor = a.executor
     WHERE a.config_error IS NULL  -- a misconfigured agent's tasks wait
       AND (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
-      AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL))
+      AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL
+                                        AND a.effective_tpm IS NULL AND a.effective_concurrency IS NULL))
 ), candidates AS (
     -- Each agent's claimable head, read in index order (claim order) and locked.
     SELECT c.id, c.priority, c.created_at, w.name AS agent, w.pool, w.slots
@@ -81,8 +112,12 @@ WITH wanted AS (
     SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s,
            coalesce(%(executor)s, w.executor),
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
+           -- The reservation: what this agent's documents were learned to cost, else the estimate.
+           CASE WHEN t.estimate_is_static
+                THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes), t.estimated_tokens)
+                ELSE t.estimated_tokens END,
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won
-           t.estimated_tokens, coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())
+           coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())
     FROM tasks t JOIN picked p USING (id) JOIN wanted w ON w.name = t.agent
     RETURNING id, task_id, attempt_no, callback_secret
 )
@@ -218,17 +253,17 @@ UPDATE tasks SET pages = %(pages)s WHERE id = %(task_id)s AND pages IS DISTINCT 
 -- Cancels a task that is enqueued or processing; a later callback is then ignored.
 UPDATE tasks SET
     status = 'cancelled', cancelled_by = %(actor)s, locked_by = NULL, lease_expires_at = NULL,
-    finished_at = now(), updated_at = now()
+    finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
 WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
 RETURNING *;
 
 -- name: task_reopen_if_ended
 -- Retry of a failed or cancelled task: back to the queue with a fresh attempt budget, history kept.
 UPDATE tasks SET
-    status = 'enqueued', attempt_base = attempt_count, run_after = now(), waiting_since = NULL,
+    status = 'enqueued', attempt_base = attempt_count, run_after = coalesce(%(now)s, now()), waiting_since = NULL,
     priority = coalesce(%(priority)s, priority), retried_by = %(actor)s,
     result = NULL, confidence = NULL, error = NULL, finished_at = NULL,
-    locked_by = NULL, lease_expires_at = NULL, updated_at = now()
+    locked_by = NULL, lease_expires_at = NULL, updated_at = coalesce(%(now)s, now())
 WHERE id = %(task_id)s AND status IN ('failed', 'cancelled')
 RETURNING *;
 

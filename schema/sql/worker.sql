@@ -23,6 +23,7 @@ UPDATE task_attempts SET
     input_tokens = %(input_tokens)s,
     output_tokens = %(output_tokens)s,
     llm_cost_usd = %(llm_cost_usd)s,
+    llm_unpriced = %(llm_cost_usd)s IS NULL AND %(input_tokens)s + %(output_tokens)s > 0,
     usage_recorded_at = coalesce(%(now)s, now())
 WHERE id = %(attempt_id)s AND usage_recorded_at IS NULL
 RETURNING id;

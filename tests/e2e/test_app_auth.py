@@ -61,7 +61,7 @@ def test_viewer_sees_retry_and_cancel_disabled_and_operator_can_use_them(app_ser
         try:
             for email, allowed in ((VIEWER, False), (OPERATOR, True)):
                 context = browser.new_context(extra_http_headers={"X-Forwarded-Email": email})
-                context.set_default_timeout(10_000)
+                context.set_default_timeout(30_000)
                 page = context.new_page()
                 page.goto(f"{server.url}/tasks/{task.id}")
                 expect(page.locator('[data-testid="task-status"]')).to_have_text("enqueued")

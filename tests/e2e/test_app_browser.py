@@ -263,6 +263,26 @@ def test_task_detail_shows_attempts_result_and_timeline(page, app_server):
     assert page.locator('[data-testid="document-link"]').get_attribute("href") == f"/api/tasks/{task.id}/document"
 
 
+def test_a_low_confidence_result_is_flagged_for_review(page, app_server):
+    server, conn = app_server
+    queue.configure_agent(conn, "review")
+    doubtful = queue.enqueue(conn, agent="review", document_uri="/x/doubt.pdf", customer="Review Co")
+    sure = queue.enqueue(conn, agent="review", document_uri="/x/sure.pdf", customer="Review Co")
+    claims = {c.task.id: c for c in queue.claim(conn, agent="review", worker_id="w-review", limit=5)}
+    complete(conn, claims[doubtful.id].attempt_id, confidence=0.42)
+    complete(conn, claims[sure.id].attempt_id, confidence=0.93)
+    visit(page, f"{server.url}/tasks/{doubtful.id}")
+    expect(page.locator('[data-testid="task-status"]')).to_have_text("completed")
+    expect(page.locator('[data-testid="task-needs-review"]')).to_have_text("needs review")
+    visit(page, f"{server.url}/tasks/{sure.id}")
+    expect(page.locator('[data-testid="task-status"]')).to_have_text("completed")
+    expect(page.locator('[data-testid="task-needs-review"]')).to_have_count(0)
+    with server.operator() as http:
+        flagged = http.get("/api/summary", params={"customer": "Review Co", "needs_review": "true"}).json()
+        both = http.get("/api/summary", params={"customer": "Review Co"}).json()
+    assert (flagged["total"], both["total"]) == (1, 2)
+
+
 def test_sign_in_with_the_token(browser, app_server):
     server, _ = app_server
     context = browser.new_context()

@@ -132,6 +132,26 @@ def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path):
     assert stop.stdout.strip() == "stopped"
 
 
+def test_submit_goes_through_the_upload_service_and_offers_duplicates(quire, tmp_path, conn):
+    quire("migrate")  # configures the default agent: submit only reads configuration
+    a = make_pdf(tmp_path / "a.pdf", pages=2)
+    copy = tmp_path / "copy-of-a.pdf"
+    copy.write_bytes(a.read_bytes())
+
+    def created(out: str) -> int:
+        return sum(line.startswith("task ") for line in out.splitlines())
+
+    first = quire("submit", str(a), str(copy)).stdout
+    assert created(first) == 1 and "duplicate copy-of-a.pdf: already task" in first
+    again = quire("submit", str(a)).stdout
+    assert "duplicate a.pdf: already task" in again
+    assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 1
+    rerun = quire("submit", str(a), "--duplicates", "rerun").stdout
+    assert created(rerun) == 1
+    rows = conn.execute("SELECT submitted_by, pages FROM tasks ORDER BY id").fetchall()
+    assert rows == [{"submitted_by": "cli", "pages": 2}] * 2
+
+
 def test_read_only_commands_never_apply_the_configuration_of_their_folder(quire, tmp_path, conn):
     (tmp_path / "quire.toml").write_text('[agents.documents]\nprice_input_per_mtok = 3.0\n'
                                          'price_output_per_mtok = 15.0\nmax_tpm = 90000\n')

@@ -19,6 +19,10 @@ def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn
     base = f"http://127.0.0.1:{port}"
     env = quire_env(db_dsn, tmp_path, public_url=base, compute_rate_usd_per_hour=3.6, poll_seconds=60)
     env["QUIRE_DATA_DIR"] = "data"  # relative, as the default is: agents run in directories of their own
+    # The agent's prices are its configuration: they reach the agent process with the run.
+    (tmp_path / "quire.toml").write_text('[agents.documents]\nmodel = "m"\n'
+                                         'price_input_per_mtok = 2.0\nprice_output_per_mtok = 8.0\n')
+    env["QUIRE_LLM_PRICE_INPUT_PER_MTOK"] = "99"  # the worker's own environment never prices a run
     server = Proc.callback_server(env, tmp_path, port)
     worker = None
     try:
@@ -48,7 +52,9 @@ def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn
         [attempt] = task.attempts
         assert attempt.status.value == "completed" and attempt.executor == "local"
         assert attempt.callbacks_received >= 1  # it came through the signed HTTP callback
-        assert attempt.input_tokens > 0 and attempt.output_tokens > 0 and attempt.llm_cost_usd is not None
+        assert attempt.input_tokens > 0 and attempt.output_tokens > 0 and not attempt.llm_unpriced
+        assert float(attempt.llm_cost_usd) == pytest.approx(
+            attempt.input_tokens * 2.0 / 1e6 + attempt.output_tokens * 8.0 / 1e6, rel=1e-4)
         assert attempt.compute_seconds > 0 and attempt.compute_cost_usd > 0
         assert attempt.pid and attempt.trace_id
 

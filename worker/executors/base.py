@@ -66,6 +66,8 @@ class Executor(ABC):
     local: ClassVar[bool] = True
     # Whether compute is billed as wall time x QUIRE_COMPUTE_RATE_USD_PER_HOUR.
     billed_by_time: ClassVar[bool] = False
+    # Whether compute is billed by the Databricks billing tables, reconciled later per job run.
+    billed_by_tables: ClassVar[bool] = False
 
     @abstractmethod
     def start(self, launch: Launch, on_exit: OnExit) -> Handle:

@@ -1,32 +1,74 @@
 """Runs an attempt as a run of a Lakeflow job, through databricks-sdk; the job reports by callback.
 
 No secret is ever sent: the job derives the attempt's callback key from a shared key it reads from
-a secret scope, as the callback route does (docs/CONTRACTS.md).
+a secret scope, as the callback route does (docs/CONTRACTS.md). The job also leaves its signed
+report beside the document in the Volume; a run that ends without an applied report is settled
+from that file, and only without one is the attempt failed, with the run's own state message.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
+from agents.callback import derive_attempt_secret, sign
+from agents.durable import is_volume_path, parse_report_file, report_path
 from worker import logs
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch, OnExit
+from worker.executors.local import agent_run_settings
 
 # Life-cycle states after which a run will not report any more.
 ENDED_STATES = frozenset({"TERMINATED", "SKIPPED", "INTERNAL_ERROR"})
 
 
+# Where the job id comes from when an agent's settings name none (an app resource, in app.yaml).
+JOB_ID_ENV = "QUIRE_AGENT_JOB_ID"
+
+
 @dataclass(frozen=True)
 class DatabricksConfig:
-    """How many failed polls in a row make the worker give a run up for lost."""
+    """Failed polls that lose a run, the shared key that checks Volume reports, callback reach.
+
+    allow_loopback_callbacks is only for a workspace fake on this machine: a real job can never
+    reach 127.0.0.1 or localhost.
+    """
 
     max_poll_failures: int = 5
+    callback_key: str | None = field(default=None, repr=False)
+    allow_loopback_callbacks: bool = False
 
     def __post_init__(self):
         if self.max_poll_failures < 1:
             raise ValueError("max_poll_failures must be at least 1")
+
+
+def is_loopback_url(url: str | None) -> bool:
+    """Whether a URL points at this machine only (127.0.0.0/8, ::1, localhost, 0.0.0.0)."""
+    host = (urlsplit(url or "").hostname or "").lower()
+    if host in ("", "localhost", "0.0.0.0", "::") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def unreachable_reason(callback_base_url: str | None, config: DatabricksConfig) -> str | None:
+    """Why remote jobs could not report to this URL; None when they can."""
+    if not callback_base_url:
+        return ("the Databricks Jobs executor has no public URL to give jobs: set QUIRE_PUBLIC_URL, "
+                "or run as a Databricks App (DATABRICKS_APP_NAME) so the app's URL is looked up")
+    if is_loopback_url(callback_base_url) and not config.allow_loopback_callbacks:
+        return (f"the Databricks Jobs executor refuses to give jobs {callback_base_url}: a remote job "
+                "cannot reach this machine's loopback address; set QUIRE_PUBLIC_URL to the app's URL")
+    return None
 
 
 @dataclass
@@ -34,6 +76,7 @@ class DatabricksHandle(Handle):
     """A job run and what the last poll said about it."""
 
     run_id: int = 0
+    document: str = ""
     started: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
     poll_failures: int = 0
@@ -42,23 +85,29 @@ class DatabricksHandle(Handle):
 
 
 def _job_id(launch: Launch) -> int:
-    """The agent's job id from its settings; a non-retryable error if absent."""
-    raw = (launch.agent.settings or {}).get("job_id")
+    """The agent's job id from its settings, else QUIRE_AGENT_JOB_ID; a non-retryable error if none."""
+    raw = (launch.agent.settings or {}).get("job_id") or os.environ.get(JOB_ID_ENV)
     try:
-        return int(raw)
+        job_id = int(raw)
     except (TypeError, ValueError):
-        raise ExecutorError(f"agent {launch.agent.name!r} runs on Databricks but its settings name no "
-                            f"job_id (got {raw!r})", retryable=False) from None
+        job_id = 0
+    if job_id <= 0:
+        raise ExecutorError(f"agent {launch.agent.name!r} runs on Databricks but names no job: set "
+                            f"settings.job_id or {JOB_ID_ENV} (got {raw!r})", retryable=False)
+    return job_id
 
 
 def job_parameters(launch: Launch) -> dict[str, str]:
-    """What the job is told: the document and where to report; never a secret.
+    """What the job is told: the document, where to report, the agent's model and prices; no secret.
 
-    Every key is always present, so the job's task can reference each as {{job.parameters.NAME}}.
+    Every key is always present, so the job's task can reference each as {{job.parameters.NAME}};
+    an unset model or price is an empty string.
     """
     return {"document": launch.task.document_uri, "attempt_id": str(launch.attempt_id),
             "callback_url": launch.callback_url or "", "heartbeat_url": launch.heartbeat_url or "",
-            "extractor": str((launch.agent.settings or {}).get("extractor") or "offline")}
+            "extractor": str((launch.agent.settings or {}).get("extractor") or "offline"),
+            # The Apps proxy in front of the callback routes wants the job's own OAuth bearer.
+            "callback_auth": "databricks", **agent_run_settings(launch.agent)}
 
 
 def _state_of(run: Any) -> tuple[str | None, str]:
@@ -81,6 +130,7 @@ class DatabricksExecutor(Executor):
 
     name = "databricks"
     local = False
+    billed_by_tables = True
 
     def __init__(self, config: DatabricksConfig | None = None,
                  client_factory: Callable[[], Any] | None = None):
@@ -105,9 +155,9 @@ class DatabricksExecutor(Executor):
         from databricks.sdk.errors import DatabricksError, NotFound, PermissionDenied
 
         job_id = _job_id(launch)
-        if not launch.callback_url:
-            raise ExecutorError("a Databricks job can only report back to a public callback URL: "
-                                "set QUIRE_PUBLIC_URL", retryable=False)
+        reason = unreachable_reason(launch.callback_url, self.config)
+        if reason:
+            raise ExecutorError(reason, retryable=False)
         try:
             waiter = self.client().jobs.run_now(
                 job_id=job_id, job_parameters=job_parameters(launch),
@@ -119,7 +169,7 @@ class DatabricksExecutor(Executor):
             raise ExecutorError(f"could not start job {job_id}: {exc}") from exc
         run_id = int(waiter.run_id)
         return DatabricksHandle(attempt_id=launch.attempt_id, job_run_id=str(run_id), run_id=run_id,
-                                started=time.monotonic())
+                                document=launch.task.document_uri, started=time.monotonic())
 
     def is_alive(self, handle: DatabricksHandle) -> bool:
         if handle.done.is_set():
@@ -155,6 +205,41 @@ class DatabricksExecutor(Executor):
         self.stop(handle)
 
     def exit(self, handle: DatabricksHandle) -> Exit:
-        return Exit(error=f"job run {handle.run_id} ended without reporting ({handle.ended_as})",
-                    retryable=True,
-                    wall_seconds=handle.duration_seconds or time.monotonic() - handle.started)
+        """How the run ended: its signed report from the Volume if it left one, else its state."""
+        wall = handle.duration_seconds or time.monotonic() - handle.started
+        report = self.volume_report(handle)
+        account = handle.ended_as or "ended"
+        return Exit(error=f"{account} (job run {handle.run_id}, no report)", retryable=True,
+                    report=report, wall_seconds=wall)
+
+    def volume_report(self, handle: DatabricksHandle) -> dict[str, Any] | None:
+        """The report the job left beside its document, if it is there and signed with its key."""
+        if not is_volume_path(handle.document):
+            return None
+        path = report_path(handle.document, handle.attempt_id)
+        from databricks.sdk.errors import NotFound
+
+        try:
+            response = self.client().files.download(path)
+            with response.contents as stream:
+                data = stream.read()
+        except NotFound:
+            return None
+        except Exception as exc:  # the run is settled by its state: logged, not fatal
+            logs.problem("read report from the Volume", exc, attempt=handle.attempt_id, path=path)
+            return None
+        try:
+            attempt_id, body, signature = parse_report_file(data)
+            payload = json.loads(body)
+        except ValueError as exc:
+            logs.problem("read report from the Volume", exc, attempt=handle.attempt_id, path=path)
+            return None
+        key = self.config.callback_key
+        expected = sign(body, derive_attempt_secret(key, handle.attempt_id)) if key else ""
+        if attempt_id != handle.attempt_id or not key or not hmac.compare_digest(signature, expected):
+            logs.problem("read report from the Volume", "the report's signature does not match its attempt",
+                         attempt=handle.attempt_id, path=path)
+            return None
+        logs.change("attempt", "report_from_volume", attempt=handle.attempt_id, path=path,
+                    job_run_id=handle.job_run_id)
+        return payload if isinstance(payload, dict) else None

@@ -19,6 +19,16 @@ from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
 # Never handed to an agent process: it reports through its own per-attempt secret only.
 WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPERATOR_TOKEN",
                           "QUIRE_CALLBACK_SECRET"})
+# The agent's model and prices come from its configuration only, never from the worker's environment.
+AGENT_ENV = ("QUIRE_LLM_MODEL", "QUIRE_LLM_PRICE_INPUT_PER_MTOK", "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
+
+
+def agent_run_settings(agent) -> dict[str, str]:
+    """The agent's configured model and prices as run settings; an unset one is an empty string."""
+    def text(value) -> str:
+        return "" if value is None else str(value)
+    return {"model": text(agent.model), "price_input_per_mtok": text(agent.price_input_per_mtok),
+            "price_output_per_mtok": text(agent.price_output_per_mtok)}
 # The agent's exit code for a document it can never read (docs/CONTRACTS.md).
 EXIT_DOCUMENT_ERROR = 2
 
@@ -90,7 +100,10 @@ class LocalExecutor(Executor):
 
     def _env(self, launch: Launch) -> dict[str, str]:
         """The agent's environment: its secret and tracking URI in, the worker's keys out."""
-        env = {k: v for k, v in os.environ.items() if k not in WITHHELD_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in WITHHELD_ENV and k not in AGENT_ENV}
+        for name, value in zip(AGENT_ENV, agent_run_settings(launch.agent).values()):
+            if value:
+                env[name] = value
         env["QUIRE_CALLBACK_SECRET"] = launch.secret
         if launch.agent.model:  # the model configured for the agent travels with its run
             env["QUIRE_LLM_MODEL"] = launch.agent.model

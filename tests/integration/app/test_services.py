@@ -82,3 +82,25 @@ def test_filters_from_loose_input():
         services.make_filter(statuses=["done"])
     with pytest.raises(ValueError):
         services.make_filter(date_from="yesterday")
+
+
+def test_adaptive_limits_name_the_agents_an_endpoint_rate_limited(db_dsn, conn):
+    import asyncio
+
+    from app import services
+    from schema import db, queue
+    from tests.factories import make_agent, make_task
+
+    make_agent(conn, "calm", max_tpm=40_000)
+    make_agent(conn, "limited", max_tpm=40_000, max_concurrent_tasks=8)
+    make_task(conn, "limited")
+    [claim] = queue.claim(conn, agent="limited", worker_id="w")
+    queue.apply_callback(conn, claim.attempt_id, {"status": "completed", "result": {}, "pages": 1,
+                                                  "input_tokens": 900, "output_tokens": 100,
+                                                  "rate_limited": 1, "retry_after_seconds": 2})
+    pool = db.make_pool(db_dsn, max_size=2)
+    try:
+        lines = asyncio.run(services.adaptive_limits(pool))
+    finally:
+        pool.close()
+    assert lines == ["limited: 1,000 of 40,000 TPM, 4 of 8 at once after 1 rate limits"]

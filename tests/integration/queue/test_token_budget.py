@@ -32,10 +32,13 @@ def test_budget_reserves_estimates_and_settles_with_actual_usage(conn):
     assert queue.claim(conn, agent="docs", worker_id="w", limit=5, now=t0 + timedelta(seconds=3)) == []
     for c in second:
         queue.apply_callback(conn, c.attempt_id, done(4000), now=t0 + timedelta(seconds=4))
-    # The first two leave the trailing minute: 8,000 reserved by the second pair, none fits.
+    # The first two leave the window a minute after they ended: 8,000 reserved by the second pair,
+    # none fits.
     assert queue.claim(conn, agent="docs", worker_id="w", limit=5, now=t0 + timedelta(seconds=61)) == []
+    # The second pair ended at 4 s: until a minute after that, it still counts.
+    assert queue.claim(conn, agent="docs", worker_id="w", limit=5, now=t0 + timedelta(seconds=63)) == []
     # Once the second pair leaves the window too, the last task fits.
-    last = queue.claim(conn, agent="docs", worker_id="w", limit=5, now=t0 + timedelta(seconds=63))
+    last = queue.claim(conn, agent="docs", worker_id="w", limit=5, now=t0 + timedelta(seconds=65))
     assert len(last) == 1
 
 

@@ -1,19 +1,33 @@
-"""A local stand-in for the Databricks Jobs API (2.2) endpoints the executor uses, over real HTTP."""
+"""A local stand-in for the Databricks workspace APIs Quire uses, over real HTTP, for the real SDK.
+
+OAuth (workspace OIDC discovery and client-credentials tokens that expire), Jobs 2.2 (run-now,
+runs/submit, runs/get, runs/cancel), the Files API, secrets, Lakebase database credentials, apps
+and SQL statement execution with results in several chunks. With `agent_env` set, a triggered run
+starts the real agent as a subprocess with the job's parameters, as the bundle's job task does.
+"""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import os
+import secrets
+import subprocess
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
+
+PAT = "x"  # the personal access token the worker's client uses in these tests
 
 
 @dataclass
 class FakeRun:
-    """One job run: its parameters and the state the test gives it."""
+    """One job run: its parameters and the state the test (or its agent process) gives it."""
 
     run_id: int
     job_id: int
@@ -22,6 +36,8 @@ class FakeRun:
     result_state: str | None = None
     state_message: str = ""
     run_duration_ms: int = 0
+    process: subprocess.Popen | None = None
+    stderr: str = ""
 
 
 @dataclass
@@ -42,7 +58,7 @@ class FakeJobs:
     runs: dict[int, FakeRun] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: Any = field(default_factory=lambda: itertools.count(1001))
 
     def set_state(self, run_id: int, life_cycle_state: str, result_state: str | None = None,
@@ -56,16 +72,16 @@ class FakeJobs:
         with self.lock:
             return [f"{r.method} {r.path}" for r in self.requests]
 
-    def run_now(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def run_now(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], FakeRun | None]:
         token = body.get("idempotency_token")
         if token in self.tokens:
-            return 200, {"run_id": self.tokens[token]}
+            return 200, {"run_id": self.tokens[token]}, None
         run_id = next(self._ids)
-        self.runs[run_id] = FakeRun(run_id=run_id, job_id=int(body["job_id"]),
-                                    job_parameters=dict(body.get("job_parameters") or {}))
+        run = self.runs[run_id] = FakeRun(run_id=run_id, job_id=int(body.get("job_id") or 0),
+                                          job_parameters=dict(body.get("job_parameters") or {}))
         if token:
             self.tokens[token] = run_id
-        return 200, {"run_id": run_id, "number_in_job": run_id}
+        return 200, {"run_id": run_id, "number_in_job": run_id}, run
 
     def get_run(self, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
         run = self.runs.get(int(query.get("run_id", ["0"])[0]))
@@ -82,40 +98,265 @@ class FakeJobs:
         run = self.runs.get(int(body.get("run_id", 0)))
         if run is None:
             return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "Run does not exist"}
+        if run.process is not None and run.process.poll() is None:
+            run.process.kill()
         run.life_cycle_state, run.result_state, run.state_message = "TERMINATED", "CANCELED", "cancelled"
         return 200, {}
 
 
-def _handler(jobs: FakeJobs):
+@dataclass
+class IssuedToken:
+    """An OAuth access token the fake issued: whose it is and when it stops being accepted."""
+
+    client_id: str
+    expires_at: float
+
+
+@dataclass
+class Statement:
+    """An executed statement's rows, served in chunks."""
+
+    rows: list[list[str | None]]
+    chunk_rows: int
+    polls_left: int
+
+    def chunk(self, index: int, statement_id: str) -> dict[str, Any]:
+        start = index * self.chunk_rows
+        rows = self.rows[start:start + self.chunk_rows]
+        data = {"chunk_index": index, "row_offset": start, "row_count": len(rows), "data_array": rows}
+        if start + self.chunk_rows < len(self.rows):
+            data["next_chunk_index"] = index + 1
+            data["next_chunk_internal_link"] = f"/api/2.0/sql/statements/{statement_id}/result/chunks/{index + 1}"
+        return data
+
+    @property
+    def chunk_count(self) -> int:
+        return max(1, -(-len(self.rows) // self.chunk_rows))
+
+
+class FakeWorkspace:
+    """The workspace's state; every handler reads and writes it under one lock."""
+
+    def __init__(self):
+        self.jobs = FakeJobs()
+        self.lock = self.jobs.lock
+        self.files: dict[str, bytes] = {}
+        self.secrets: dict[tuple[str, str], bytes] = {}
+        self.clients: dict[str, str] = {}            # OAuth client id -> secret
+        self.emails: dict[str, str] = {}             # OAuth client id -> identity the Apps proxy forwards
+        self.tokens: dict[str, IssuedToken] = {}
+        self.token_lifetime_seconds = 3600           # the expires_in the token endpoint announces
+        # How long a token is really accepted; shorter than announced, it shows whether a client
+        # refreshes in time (the SDK refreshes 40 s before the announced expiry).
+        self.token_valid_seconds: float | None = None
+        self.file_delay_seconds = 0.0                # a slow Volume: downloads wait this long
+        self.apps: dict[str, str] = {}               # app name -> URL
+        self.billing: list[dict[str, Any]] = []      # {job_run_id, dbus, cost_usd} usage rows
+        self.statements: dict[str, Statement] = {}
+        self.statement_texts: list[tuple[str, dict[str, str]]] = []
+        self.chunk_rows = 2
+        self.has_account_prices = True               # False: system.billing.account_prices is missing
+        self.pending_polls = 0
+        self.agent_env: dict[str, str] | None = None
+        self.agent_cwd: str | None = None
+        self._credential_ids = itertools.count(1)
+
+    # -- OAuth ------------------------------------------------------------------------------------
+
+    def add_client(self, client_id: str, secret: str, email: str) -> None:
+        with self.lock:
+            self.clients[client_id], self.emails[client_id] = secret, email
+
+    def issue_token(self, authorization: str | None) -> tuple[int, dict[str, Any]]:
+        scheme, _, encoded = (authorization or "").partition(" ")
+        try:
+            client_id, _, secret = base64.b64decode(encoded).decode().partition(":")
+        except ValueError:
+            client_id, secret = "", ""
+        if scheme.lower() != "basic" or self.clients.get(client_id) != secret:
+            return 401, {"error": "invalid_client", "error_description": "unknown client"}
+        token = "oauth-" + secrets.token_hex(8)
+        valid = self.token_valid_seconds if self.token_valid_seconds is not None else self.token_lifetime_seconds
+        self.tokens[token] = IssuedToken(client_id, time.time() + valid)
+        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": self.token_lifetime_seconds,
+                     "scope": "all-apis"}
+
+    def principal(self, authorization: str | None) -> str | None:
+        """Whose valid bearer this is ("pat" for the worker's token); None if missing or expired."""
+        scheme, _, credential = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        if credential == PAT:
+            return "pat"
+        with self.lock:
+            issued = self.tokens.get(credential)
+            if issued is None or issued.expires_at <= time.time():
+                return None
+            return issued.client_id
+
+    def tokens_of(self, client_id: str) -> list[str]:
+        with self.lock:
+            return [t for t, issued in self.tokens.items() if issued.client_id == client_id]
+
+    # -- statement execution ----------------------------------------------------------------------
+
+    def execute(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        params = {p["name"]: p.get("value") for p in body.get("parameters") or []}
+        text = body.get("statement") or ""
+        self.statement_texts.append((text, params))
+        if "system.billing.usage" not in text:
+            return 400, {"error_code": "INVALID_PARAMETER_VALUE", "message": "the fake only knows the billing query"}
+        if "system.billing.account_prices" in text and not self.has_account_prices:
+            return 200, {"statement_id": "st-failed", "status": {"state": "FAILED", "error": {
+                "error_code": "BAD_REQUEST",
+                "message": "[TABLE_OR_VIEW_NOT_FOUND] The table `system`.`billing`.`account_prices` cannot be found"}}}
+        wanted = set((params.get("run_ids") or "").split(","))
+        rows = [[r["job_run_id"], str(r["dbus"]), None if r["cost_usd"] is None else str(r["cost_usd"])]
+                for r in self.billing if r["job_run_id"] in wanted]
+        statement_id = f"st-{len(self.statements) + 1}"
+        self.statements[statement_id] = Statement(rows, self.chunk_rows, self.pending_polls)
+        return 200, self.statement_answer(statement_id)
+
+    def statement_answer(self, statement_id: str) -> dict[str, Any]:
+        statement = self.statements[statement_id]
+        if statement.polls_left > 0:
+            statement.polls_left -= 1
+            return {"statement_id": statement_id, "status": {"state": "PENDING"}}
+        columns = [{"name": n, "position": i, "type_name": t} for i, (n, t) in
+                   enumerate([("job_run_id", "STRING"), ("dbus", "DOUBLE"), ("cost_usd", "DOUBLE")])]
+        return {"statement_id": statement_id, "status": {"state": "SUCCEEDED"},
+                "manifest": {"format": "JSON_ARRAY", "schema": {"column_count": 3, "columns": columns},
+                             "total_chunk_count": statement.chunk_count, "total_row_count": len(statement.rows),
+                             "truncated": False},
+                "result": statement.chunk(0, statement_id)}
+
+    # -- jobs that run the real agent ---------------------------------------------------------------
+
+    def launch_agent(self, run: FakeRun) -> None:
+        """Runs `python -m agents run` with the job's parameters, as the job's wheel task would."""
+        p = run.job_parameters
+        argv = [sys.executable, "-m", "agents", "run", "--document", p["document"],
+                "--attempt-id", p["attempt_id"], "--callback-url", p["callback_url"],
+                "--heartbeat-url", p["heartbeat_url"], "--extractor", p["extractor"],
+                "--callback-auth", p["callback_auth"], "--model", p["model"],
+                "--price-input-per-mtok", p["price_input_per_mtok"],
+                "--price-output-per-mtok", p["price_output_per_mtok"]]
+        run.process = subprocess.Popen(argv, env=self.agent_env, cwd=self.agent_cwd, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        run.life_cycle_state = "RUNNING"
+        started = time.monotonic()
+
+        def reap() -> None:
+            _, stderr = run.process.communicate()
+            with self.lock:
+                run.stderr = stderr
+                if run.life_cycle_state == "TERMINATED":
+                    return  # cancelled
+                code = run.process.returncode
+                run.life_cycle_state = "TERMINATED"
+                run.result_state = "SUCCESS" if code == 0 else "FAILED"
+                run.state_message = "" if code == 0 else f"Task agent failed: the process exited with code {code}"
+                run.run_duration_ms = int((time.monotonic() - started) * 1000)
+
+        threading.Thread(target=reap, daemon=True).start()
+
+    # -- routing ------------------------------------------------------------------------------------
+
+    def route(self, method: str, path: str, query: dict[str, list[str]], headers: Any,
+              raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        """(status, JSON answer or raw bytes, extra headers) for one request."""
+        if (method, path) == ("GET", "/.well-known/databricks-config"):
+            return 200, {"oidc_endpoint": f"http://{headers.get('Host')}/oidc", "workspace_id": "424242"}, {}
+        if (method, path) == ("GET", "/oidc/.well-known/oauth-authorization-server"):
+            host = f"http://{headers.get('Host')}"
+            return 200, {"authorization_endpoint": f"{host}/oidc/v1/authorize",
+                         "token_endpoint": f"{host}/oidc/v1/token"}, {}
+        if (method, path) == ("POST", "/oidc/v1/token"):
+            status, answer = self.issue_token(headers.get("Authorization"))
+            return status, answer, {}
+        if not path.startswith("/api/"):
+            return 404, {"error_code": "NOT_FOUND", "message": f"no {path}"}, {}
+        if self.principal(headers.get("Authorization")) is None:
+            return 401, {"error_code": "UNAUTHENTICATED", "message": "invalid or expired token"}, {}
+        body = json.loads(raw) if raw and headers.get("Content-Type", "").startswith("application/json") else {}
+        if path.startswith("/api/2.0/fs/files/"):
+            return self.files_route(method, unquote(path[len("/api/2.0/fs/files"):]), query, raw)
+        if (method, path) in (("POST", "/api/2.2/jobs/run-now"), ("POST", "/api/2.2/jobs/runs/submit")):
+            status, answer, run = self.jobs.run_now(body)
+            if run is not None and self.agent_env is not None:
+                self.launch_agent(run)
+            return status, answer, {}
+        if (method, path) == ("GET", "/api/2.2/jobs/runs/get"):
+            return (*self.jobs.get_run(query), {})
+        if (method, path) == ("POST", "/api/2.2/jobs/runs/cancel"):
+            return (*self.jobs.cancel_run(body), {})
+        if (method, path) == ("GET", "/api/2.0/secrets/get"):
+            value = self.secrets.get((query["scope"][0], query["key"][0]))
+            if value is None:
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no such secret"}, {}
+            return 200, {"key": query["key"][0], "value": base64.b64encode(value).decode()}, {}
+        if (method, path) == ("POST", "/api/2.0/database/credentials"):
+            return 200, {"token": f"db-token-{next(self._credential_ids)}",
+                         "expiration_time": "2099-01-01T00:00:00Z"}, {}
+        if method == "GET" and path.startswith("/api/2.0/apps/"):
+            name = path.rsplit("/", 1)[1]
+            if name not in self.apps:
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"no app {name}"}, {}
+            return 200, {"name": name, "url": self.apps[name]}, {}
+        if (method, path) == ("POST", "/api/2.0/sql/statements"):
+            return (*self.execute(body), {})
+        if method == "GET" and path.startswith("/api/2.0/sql/statements/"):
+            parts = path.split("/")
+            statement_id = parts[5]
+            if statement_id not in self.statements:
+                return 404, {"error_code": "NOT_FOUND", "message": "no such statement"}, {}
+            if len(parts) == 6:
+                return 200, self.statement_answer(statement_id), {}
+            return 200, self.statements[statement_id].chunk(int(parts[8]), statement_id), {}
+        return 404, {"error_code": "NOT_FOUND", "message": f"no {path}"}, {}
+
+    def files_route(self, method: str, path: str, query: dict[str, list[str]],
+                    raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        if method == "PUT":
+            if query.get("overwrite", ["true"])[0] == "false" and path in self.files:
+                return 409, {"error_code": "ALREADY_EXISTS", "message": "file exists"}, {}
+            self.files[path] = raw
+            return 204, b"", {}
+        data = self.files.get(path)
+        if data is None:
+            return 404, {"error_code": "NOT_FOUND", "message": f"no file {path}"}, {}
+        meta = {"Content-Type": "application/octet-stream", "Last-Modified": "Mon, 30 Nov 2026 00:00:00 GMT"}
+        return 200, (data if method == "GET" else b""), {**meta, "Content-Length": str(len(data))}
+
+
+def _handler(workspace: FakeWorkspace):
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def log_message(self, *args: Any) -> None:
             pass
 
         def _serve(self) -> None:
             parts = urlsplit(self.path)
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-            with jobs.lock:
-                jobs.requests.append(Request(self.command, parts.path, parse_qs(parts.query),
-                                             dict(self.headers.items()), raw))
-                body = json.loads(raw) if raw else {}
-                if parts.path.startswith("/api/") and self.headers.get("Authorization") != "Bearer x":
-                    status, answer = 401, {"error_code": "UNAUTHENTICATED", "message": "bad token"}
-                elif (self.command, parts.path) == ("POST", "/api/2.2/jobs/run-now"):
-                    status, answer = jobs.run_now(body)
-                elif (self.command, parts.path) == ("GET", "/api/2.2/jobs/runs/get"):
-                    status, answer = jobs.get_run(parse_qs(parts.query))
-                elif (self.command, parts.path) == ("POST", "/api/2.2/jobs/runs/cancel"):
-                    status, answer = jobs.cancel_run(body)
-                else:
-                    status, answer = 404, {"error_code": "NOT_FOUND", "message": f"no {parts.path}"}
-            data = json.dumps(answer).encode()
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with workspace.lock:
+                workspace.jobs.requests.append(Request(self.command, parts.path, parse_qs(parts.query),
+                                                       dict(self.headers.items()),
+                                                       raw.decode("utf-8", "replace")))
+                status, answer, extra = workspace.route(self.command, parts.path, parse_qs(parts.query),
+                                                        self.headers, raw)
+            data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+            if self.command == "GET" and parts.path.startswith("/api/2.0/fs/files/"):
+                time.sleep(workspace.file_delay_seconds)  # a slow transfer, after the token was checked
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            headers = {"Content-Type": "application/json", "Content-Length": str(len(data)), **extra}
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD" and status != 204:
+                self.wfile.write(data)
 
-        do_GET = do_POST = _serve
+        do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _serve
 
     return Handler
 
@@ -124,8 +365,9 @@ class FakeDatabricks:
     """The fake served on 127.0.0.1 and a free port, in a thread, for the length of a `with`."""
 
     def __init__(self):
-        self.jobs = FakeJobs()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.jobs))
+        self.workspace = FakeWorkspace()
+        self.jobs = self.workspace.jobs
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.workspace))
         self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -134,5 +376,19 @@ class FakeDatabricks:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with self.workspace.lock:
+            running = [r.process for r in self.jobs.runs.values() if r.process and r.process.poll() is None]
+        for process in running:
+            process.kill()
+            process.wait(timeout=10)
         self.server.shutdown()
         self.server.server_close()
+
+
+def agent_job_env(host: str, client_id: str, client_secret: str, **extra: str) -> dict[str, str]:
+    """The environment a job run's agent gets on Databricks: the host and its OAuth M2M credentials."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("QUIRE_", "MLFLOW_", "DATABRICKS_"))}
+    env.update(DATABRICKS_HOST=host, DATABRICKS_CLIENT_ID=client_id, DATABRICKS_CLIENT_SECRET=client_secret,
+               DATABRICKS_CONFIG_FILE="/nonexistent/.databrickscfg", PYTHONUNBUFFERED="1", **extra)
+    return env

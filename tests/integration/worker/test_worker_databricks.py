@@ -16,7 +16,7 @@ from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_databricks import FakeDatabricks
 from tests.worker_helpers import serve_in_thread, wait_until
 from worker.claimer import Claimer, ClaimerConfig
-from worker.executors import LocalConfig, build_executors
+from worker.executors import DatabricksConfig, LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig
 
@@ -52,7 +52,9 @@ def callbacks(db_dsn):
 @pytest.fixture
 def worker(db_dsn, tmp_path, callbacks):
     pool = db.make_pool(db_dsn, max_size=3)
-    executors = build_executors(LocalConfig(runs_dir=tmp_path / "runs"))
+    # The fake workspace runs on this machine, so its jobs may be given a loopback URL.
+    executors = build_executors(LocalConfig(runs_dir=tmp_path / "runs"), databricks=DatabricksConfig(
+        callback_key=SHARED_KEY, allow_loopback_callbacks=True))
     table = RunTable(pool, executors, RunTableConfig(worker_id="w-dbx", callback_base_url=callbacks))
     yield table, Claimer(table, executors, ClaimerConfig(concurrency=1)), Heartbeats(table)
     pool.close()
@@ -86,7 +88,8 @@ def test_worker_databricks_run_is_triggered_watched_and_reports_by_callback(conn
         "document": "/Volumes/main/quire/files/invoice.pdf", "attempt_id": str(run.attempt_id),
         "callback_url": f"{table.config.callback_base_url}/api/callbacks/{run.attempt_id}",
         "heartbeat_url": f"{table.config.callback_base_url}/api/attempts/{run.attempt_id}/heartbeat",
-        "extractor": "offline"}
+        "extractor": "offline", "callback_auth": "databricks", "model": "",
+        "price_input_per_mtok": "", "price_output_per_mtok": ""}
     assert fake.jobs.tokens == {f"quire-attempt-{run.attempt_id}": job_run.run_id}
     # Starting the same attempt again joins the run already triggered.
     from worker.executors.base import Launch

@@ -29,6 +29,19 @@ def invoice(tmp_path: Path) -> Path:
     return samples.write(tmp_path, "fattura.pdf", samples.invoice_it()[0])
 
 
+def test_the_agents_prices_on_the_command_line_price_its_tokens(invoice: Path) -> None:
+    proc = run_agent("--document", str(invoice), "--model", "m", "--price-input-per-mtok", "2",
+                     "--price-output-per-mtok", "8", env={"QUIRE_LLM_PRICE_INPUT_PER_MTOK": "99"})
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    expected = payload["input_tokens"] * 2 / 1e6 + payload["output_tokens"] * 8 / 1e6
+    assert payload["llm_cost_usd"] == pytest.approx(expected) and expected > 0
+    # An empty price (a job parameter for an agent without one) leaves the tokens unpriced.
+    proc = run_agent("--document", str(invoice), "--price-input-per-mtok", "", "--price-output-per-mtok", "",
+                     env={"QUIRE_LLM_PRICE_INPUT_PER_MTOK": "99"})
+    assert json.loads(proc.stdout)["llm_cost_usd"] is None
+
+
 def test_prints_the_payload_and_writes_out_file(invoice: Path, tmp_path: Path) -> None:
     out = tmp_path / "payload.json"
     proc = run_agent("--document", str(invoice), "--out", str(out))
@@ -40,7 +53,8 @@ def test_prints_the_payload_and_writes_out_file(invoice: Path, tmp_path: Path) -
     assert payload["pages"] == 1 and payload["trace_id"] is None
     assert payload["compute_cost_usd"] is None and payload["run_id"] is None
     assert payload["input_tokens"] > 0 and payload["output_tokens"] > 0
-    assert payload["llm_cost_usd"] == 0.0
+    # No price configured: the tokens are unpriced, never $0.
+    assert payload["llm_cost_usd"] is None
     result = payload["result"]
     assert result["document_type"] == "invoice" and result["extractor"] == "offline"
     assert result["fields"]["total"] == {"value": 1464.0, "confidence": 0.97}

@@ -46,13 +46,15 @@ def test_offline_extracts_every_stated_field(name: str) -> None:
 @pytest.mark.parametrize("name", ["invoice_de", "contract_en"])
 def test_offline_token_estimate_covers_prompt_and_answer(name: str, monkeypatch) -> None:
     monkeypatch.delenv("QUIRE_LLM_PRICE_INPUT_PER_MTOK", raising=False)
+    monkeypatch.delenv("QUIRE_LLM_PRICE_OUTPUT_PER_MTOK", raising=False)
     doc, extraction, _, usage = _extract(name)
     answer = {"document_type": extraction.document_type,
               "fields": {n: fv.as_dict() for n, fv in extraction.fields.items()}}
     assert usage.output_tokens == estimate_json(answer)
     # The prompt alone is a few hundred tokens; the document text comes on top.
     assert usage.input_tokens > 300 + len(doc.text) / 8
-    assert usage.llm_cost_usd == 0.0 and usage.estimated
+    # Without a configured price the usage is unpriced: no cost is reported, not $0.
+    assert usage.unpriced and usage.reported_cost_usd is None and usage.estimated
 
 
 def test_offline_cost_uses_configured_prices(monkeypatch) -> None:

@@ -1,0 +1,235 @@
+"""The real `quire worker` against pgqueuer and procrastinate: one no-op workload, one Postgres, one run.
+
+    python bench/peers.py                      # 5,000 tasks; embedded PostgreSQL with pg_stat_statements
+    python bench/peers.py --tasks 1000 --quick
+    QUIRE_DATABASE_URL=postgresql://... python bench/peers.py   # another server (no statement figures
+                                                               # unless it loads pg_stat_statements)
+
+For each queue, on a fresh database of the same server: enqueue N no-op jobs in batches of 1,000
+(enqueue tasks/s), then start its worker on that backlog (drain tasks/s, from the first job's start
+to the last job's end, or its start where a peer does not say when it ended), then, with the worker
+idle, enqueue jobs one at a time 20 ms apart (enqueue -> start p50/p95). Quire runs as the real
+`quire worker` process with the noop executor; each peer runs in its own venv under bench/.venvs/
+(made here with pip on first use; the peers are not Quire's dependencies), driven by
+bench/peer_jobs.py. Ratios are against pgqueuer at batch 10, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(REPO))
+
+from schema import db, queue  # noqa: E402
+from schema.migrate import migrate  # noqa: E402
+
+PEERS = {"pgqueuer": ["pgqueuer==1.6.0", "asyncpg>=0.29", "psycopg[binary]>=3.1"],
+         "procrastinate": ["procrastinate==3.10.0", "psycopg[binary,pool]>=3.1"]}
+ENQUEUE_BATCH = 1000
+
+
+def peer_python(peer: str) -> str:
+    """The peer's venv interpreter, made and filled with pip on first use."""
+    home = BENCH / ".venvs" / peer
+    python = home / "bin" / "python"
+    marker = home / ".installed"
+    if not marker.exists():
+        print(f"making {home} ...", flush=True)
+        venv.create(home, with_pip=True, clear=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEERS[peer]], check=True)
+        marker.write_text(" ".join(PEERS[peer]))
+    return str(python)
+
+
+def peer_run(peer: str, command: str, dsn: str, **options) -> dict:
+    """Runs one peer_jobs.py command to its end and returns its last JSON line."""
+    argv = [peer_python(peer), str(BENCH / "peer_jobs.py"), peer, command, "--dsn", dsn]
+    for key, value in options.items():
+        argv += [f"--{key}", str(value)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"{peer} {command} failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class PeerConsumer:
+    """A peer's worker process, running until it has started `count` jobs."""
+
+    def __init__(self, peer: str, dsn: str, count: int, **options):
+        argv = [peer_python(peer), str(BENCH / "peer_jobs.py"), peer, "consume", "--dsn", dsn,
+                "--count", str(count)]
+        for key, value in options.items():
+            argv += [f"--{key}", str(value)]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if not line.startswith('{"ready"'):
+            raise RuntimeError(f"{peer} consumer did not start: {line} {self.process.stderr.read()[-2000:]}")
+
+    def result(self, timeout: float = 600) -> dict:
+        out, err = self.process.communicate(timeout=timeout)
+        if self.process.returncode != 0:
+            raise RuntimeError(f"consumer failed: {err[-2000:]}")
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def fresh_database(server: str, name: str) -> str:
+    with db.connect(server) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return db.with_database(server, name)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, **options) -> dict:
+    dsn = fresh_database(server, f"peer_{label.replace(' ', '_').replace('=', '')}")
+    peer_run(peer, "install", dsn)
+    enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
+    drained = PeerConsumer(peer, dsn, tasks, **options).result()
+    starts = drained["starts"]
+    consumer = PeerConsumer(peer, dsn, trickle, **options)
+    peer_run(peer, "enqueue", dsn, count=trickle, trickle=0.02)
+    waits = [w * 1000 for w in consumer.result()["waits"]]
+    return {"label": label, "enqueue": tasks / enq["seconds"],
+            "drain": tasks / (max(starts) - min(starts)),
+            "p50": statistics.median(waits), "p95": percentile(waits, 0.95)}
+
+
+def quire_env(dsn: str, data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUIRE_", "MLFLOW_"))}
+    env.update(QUIRE_DATABASE_URL=dsn, QUIRE_DATA_DIR=str(data_dir), QUIRE_CONFIG=str(data_dir / "quire.toml"),
+               QUIRE_RECONCILE_SECONDS="3600", PYTHONUNBUFFERED="1")
+    return env
+
+
+def scalar(conn, sql: str, params=None):
+    row = conn.execute(sql, params or ()).fetchone()
+    return None if row is None else next(iter(row.values()))
+
+
+def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: bool) -> dict:
+    dsn = fresh_database(server, "peer_quire")
+    data_dir = Path(tempfile.mkdtemp(prefix="quire-peers-"))
+    with db.connect(dsn) as conn:
+        migrate(conn)
+        queue.configure_agent(conn, "bench", executor="noop")
+        start = time.perf_counter()
+        for first in range(0, tasks, ENQUEUE_BATCH):
+            queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
+                                      for n in range(first, min(tasks, first + ENQUEUE_BATCH))])
+        enqueue = tasks / (time.perf_counter() - start)
+        single_start = time.perf_counter()
+        for n in range(200):
+            queue.enqueue(conn, agent="bench", document_uri=f"/bench/single-{n}.pdf")
+        single = 200 / (time.perf_counter() - single_start)
+        tasks += 200
+        if stats:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            conn.execute("SELECT pg_stat_statements_reset()")
+    log = open(data_dir / "worker.log", "w")
+    worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
+                               str(concurrency)], env=quire_env(dsn, data_dir), stdout=log, stderr=log)
+    try:
+        with db.connect(dsn) as conn:
+            while scalar(conn, "SELECT count(*) FROM tasks WHERE status = 'completed'") < tasks:
+                if worker.poll() is not None:
+                    raise RuntimeError(f"quire worker exited: {(data_dir / 'worker.log').read_text()[-2000:]}")
+                time.sleep(0.05)
+            seconds = float(scalar(conn, "SELECT extract(epoch FROM max(finished_at) - min(started_at)) "
+                                         "FROM task_attempts"))
+            per_task = None
+            if stats:
+                row = conn.execute(
+                    "SELECT sum(calls) AS calls, sum(total_exec_time) AS ms FROM pg_stat_statements "
+                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                    "AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE '%%count(*) FROM tasks%%'"
+                ).fetchone()
+                per_task = (float(row["calls"]) / tasks, float(row["ms"]) / tasks)
+            # Latency: one task at a time into the idle worker; enqueue (its insert) -> its claim.
+            first_id = scalar(conn, "SELECT max(id) FROM tasks")
+            for n in range(trickle):
+                queue.enqueue(conn, agent="bench", document_uri=f"/bench/late-{n}.pdf")
+                time.sleep(0.02)
+            deadline = time.monotonic() + 120
+            while scalar(conn, "SELECT count(*) FROM tasks WHERE id > %s AND status = 'completed'",
+                         [first_id]) < trickle:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("quire worker did not take the trickled tasks")
+                time.sleep(0.05)
+            waits = [float(r["ms"]) for r in conn.execute(
+                "SELECT extract(epoch FROM a.started_at - t.created_at) * 1000 AS ms "
+                "FROM tasks t JOIN task_attempts a ON a.task_id = t.id WHERE t.id > %s", [first_id])]
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        log.close()
+    return {"label": f"quire worker (noop, concurrency {concurrency})", "enqueue": enqueue,
+            "single": single, "drain": tasks / seconds, "p50": statistics.median(waits),
+            "p95": percentile(waits, 0.95), "per_task": per_task}
+
+
+def start_server() -> tuple[str, Path]:
+    """An embedded PostgreSQL in a temporary directory, with pg_stat_statements loaded."""
+    tmp = Path(tempfile.mkdtemp(prefix="quire-peers-pg-"))
+    os.chmod(tmp, 0o755)
+    with db.connect(db.start_embedded(tmp)) as conn:
+        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+    db.stop_embedded(tmp)
+    return db.start_embedded(tmp), tmp
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--trickle", type=int, default=200, help="tasks enqueued one at a time for latency")
+    parser.add_argument("--concurrency", type=int, default=100, help="quire worker --concurrency")
+    parser.add_argument("--quick", action="store_true", help="pgqueuer batch 10 only")
+    args = parser.parse_args()
+    server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
+    if not server:
+        server, tmp = start_server()
+    try:
+        with db.connect(server) as conn:
+            version = scalar(conn, "SHOW server_version")
+            stats = "pg_stat_statements" in scalar(conn, "SHOW shared_preload_libraries")
+        print(f"PostgreSQL {version}, {os.cpu_count()} cores, {args.tasks:,} no-op tasks\n", flush=True)
+        rows = [bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
+        if not args.quick:
+            rows.append(bench_peer(server, "pgqueuer (batch 250)", "pgqueuer", args.tasks, args.trickle, batch=250))
+            rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
+                                   args.trickle, concurrency=10))
+        rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats))
+        base = rows[0]
+        print(f"{'queue':<42} {'drain/s':>9} {'ratio':>6} {'enqueue/s':>10} {'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
+        for r in rows:
+            print(f"{r['label']:<42} {r['drain']:>9,.0f} {r['drain'] / base['drain']:>5.2f}x "
+                  f"{r['enqueue']:>10,.0f} {r['enqueue'] / base['enqueue']:>5.2f}x {r['p50']:>7.1f} {r['p95']:>7.1f}")
+        quire = rows[-1]
+        print(f"\nquire: single enqueue (one round trip each) {quire['single']:,.0f} tasks/s")
+        if quire["per_task"]:
+            calls, ms = quire["per_task"]
+            print(f"quire: {calls:.2f} statements and {ms:.3f} ms of Postgres time per task while draining")
+        for r in rows[1:]:
+            print(f"ratio to {base['label']}: {r['label']} drain {r['drain'] / base['drain']:.2f}x")
+    finally:
+        if tmp:
+            db.stop_embedded(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

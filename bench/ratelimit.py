@@ -1,0 +1,114 @@
+"""Quota-matched throttling: real PDFs, the LLM extractor and `quire worker` against a rate-limited endpoint.
+
+    python bench/ratelimit.py                        # TPM 40,000; app/samples + 48 generated PDFs
+    python bench/ratelimit.py --tpm 20000 --generated 20 --concurrency 8
+    QUIRE_DATABASE_URL=postgresql://... python bench/ratelimit.py
+
+The endpoint (bench/fake_llm.py) allows --tpm tokens over any sliding minute and answers 429 with
+Retry-After beyond it. The agent is configured with max_tpm equal to that quota. Documents go in
+through the one submit service (the upload page's), the real `quire worker` process runs them
+with the local executor and `--extractor llm`. Printed: the endpoint's 429s, the makespan (first
+claim to last finish), the minimum the quota allows (total tokens / TPM), their ratio, and the
+quota's utilisation over the makespan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(REPO))
+
+from app.services import SubmitOptions, Upload, submit_documents  # noqa: E402
+from bench.fake_llm import RateLimitedChat  # noqa: E402
+from bench.peers import fresh_database, quire_env, scalar, start_server  # noqa: E402
+from schema import db, queue  # noqa: E402
+from schema.migrate import migrate  # noqa: E402
+from schema.settings import Settings  # noqa: E402
+
+
+def documents(generated: int, seed: int) -> list[Path]:
+    """The bundled samples, PDFs of any corpus under bench/out, and freshly generated ones."""
+    pdfs = sorted((REPO / "app" / "samples").glob("*.pdf")) + sorted((BENCH / "out").rglob("*.pdf"))
+    if generated:
+        out = Path(tempfile.mkdtemp(prefix="quire-ratelimit-corpus-"))
+        subprocess.run([sys.executable, str(BENCH / "corpus.py"), str(out), "--count", str(generated),
+                        "--seed", str(seed), "--max-pages", "6"], check=True, capture_output=True)
+        pdfs += sorted(out.glob("*.pdf"))
+    return pdfs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tpm", type=int, default=40_000, help="the endpoint's quota and the agent's max_tpm")
+    parser.add_argument("--generated", type=int, default=48, help="generated PDFs beside the samples")
+    parser.add_argument("--seed", type=int, default=4242)
+    parser.add_argument("--concurrency", type=int, default=8, help="quire worker --concurrency")
+    args = parser.parse_args()
+    server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
+    if not server:
+        server, tmp = start_server()
+    data_dir = Path(tempfile.mkdtemp(prefix="quire-ratelimit-"))
+    try:
+        pdfs = documents(args.generated, args.seed)
+        dsn = fresh_database(server, "quire_ratelimit")
+        with db.connect(dsn) as conn:
+            migrate(conn)
+            queue.configure_agent(conn, "llm", max_tpm=args.tpm, executor="local",
+                                  settings={"extractor": "llm"}, lease_seconds=300)
+            settings = Settings(data_dir=data_dir)
+            results = submit_documents(conn, settings, [Upload(p.name, p.read_bytes()) for p in pdfs],
+                                       SubmitOptions(agent="llm", rerun_duplicates=True), "bench")
+        created = sum(r.outcome == "created" for r in results)
+        print(f"{created} documents ({len(pdfs)} PDFs); endpoint quota and max_tpm {args.tpm:,} TPM; "
+              f"worker concurrency {args.concurrency}", flush=True)
+        with RateLimitedChat(args.tpm) as endpoint:
+            env = quire_env(dsn, data_dir)
+            env.update(QUIRE_LLM_BASE_URL=endpoint.url, QUIRE_LLM_MODEL="fake-quota", QUIRE_LLM_API_KEY="x")
+            log = open(data_dir / "worker.log", "w")
+            worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
+                                       str(args.concurrency)], env=env, stdout=log, stderr=log)
+            try:
+                with db.connect(dsn) as conn:
+                    while scalar(conn, "SELECT count(*) FROM tasks WHERE status IN ('enqueued', 'processing')"):
+                        if worker.poll() is not None:
+                            raise RuntimeError((data_dir / "worker.log").read_text()[-2000:])
+                        time.sleep(0.5)
+                    makespan = float(scalar(conn, "SELECT extract(epoch FROM max(finished_at) - min(started_at)) "
+                                                  "FROM task_attempts"))
+                    statuses = {r["status"]: r["n"] for r in conn.execute(
+                        "SELECT status::text AS status, count(*) AS n FROM tasks GROUP BY status")}
+                    reported = int(scalar(conn, "SELECT coalesce(sum(input_tokens + output_tokens), 0) "
+                                                "FROM task_attempts"))
+                    agent = queue.get_agent(conn, "llm")
+                    learned = conn.execute("SELECT document_type, samples FROM agent_token_rates "
+                                           "WHERE agent = 'llm' ORDER BY document_type").fetchall()
+            finally:
+                worker.terminate()
+                worker.wait(timeout=60)
+                log.close()
+            stats = endpoint.stats()
+        minimum = stats["tokens"] / args.tpm * 60
+        print(f"tasks: {statuses}")
+        print(f"429s: {stats['rate_limited']}   (the agent's adaptive limits: tpm {agent.effective_tpm}, "
+              f"concurrency {agent.effective_concurrency}; rate limits seen {agent.rate_limited_total})")
+        print(f"tokens: {stats['tokens']:,} answered by the endpoint, {reported:,} reported by the agents")
+        print(f"makespan {makespan:.1f} s; minimum at the quota {minimum:.1f} s; "
+              f"ratio {makespan / minimum:.2f}x; quota utilisation {minimum / makespan:.0%}")
+        print("attempts learned from, by document type: "
+              + ", ".join(f"{r['document_type']} {r['samples']}" for r in learned))
+    finally:
+        if tmp:
+            db.stop_embedded(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""A local stand-in for the Databricks Apps proxy: only requests with a valid workspace OAuth bearer
+reach the app, which receives them without the bearer and with the caller's forwarded identity."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+from tests.integration.worker.fake_databricks import FakeWorkspace
+
+# Headers the proxy sets itself: whatever a caller sends under these names is dropped.
+FORWARDED = ("x-forwarded-email", "x-forwarded-user", "x-forwarded-preferred-username",
+             "x-forwarded-access-token", "x-real-ip")
+HOP_BY_HOP = ("host", "authorization", "connection", "content-length", "transfer-encoding")
+
+
+@dataclass
+class Passage:
+    """One request as the proxy saw it: who sent it and what it answered."""
+
+    method: str
+    path: str
+    principal: str | None
+    status: int
+
+
+class FakeAppsProxy:
+    """Serves on 127.0.0.1 in front of `upstream`; `refuse_with` makes it answer every request so."""
+
+    def __init__(self, workspace: FakeWorkspace, upstream: str):
+        self.workspace = workspace
+        self.upstream = upstream.rstrip("/")
+        self.refuse_with: int | None = None
+        self.passages: list[Passage] = []
+        self.lock = threading.Lock()
+        self._http = httpx.Client(timeout=30)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeAppsProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._http.close()
+
+    def seen(self, path_part: str) -> list[Passage]:
+        with self.lock:
+            return [p for p in self.passages if path_part in p.path]
+
+    def _forward(self, method: str, path: str, headers: Any, body: bytes, principal: str) -> httpx.Response:
+        sent = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP + FORWARDED}
+        email = self.workspace.emails.get(principal, principal)
+        sent.update({"X-Forwarded-Email": email, "X-Forwarded-User": f"{principal}@424242",
+                     "X-Forwarded-Preferred-Username": email, "X-Real-Ip": "10.0.0.7"})
+        return self._http.request(method, self.upstream + path, content=body, headers=sent)
+
+    def _handler(self):
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _serve(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                authorization = self.headers.get("Authorization")
+                principal = proxy.workspace.principal(authorization)
+                if proxy.refuse_with is not None:
+                    status, answer, headers = proxy.refuse_with, b"Forbidden", {}
+                elif authorization is None:
+                    # Like the real proxy: no credentials, off to the workspace's login page.
+                    status, answer = 302, b""
+                    headers = {"Location": f"{proxy.workspace_host}/oidc/oauth2/v2.0/authorize?redirect_uri=app"}
+                elif principal is None or principal == "pat":
+                    status, answer, headers = 401, b"Unauthorized: invalid or expired token", {}
+                else:
+                    response = proxy._forward(self.command, self.path, self.headers, body, principal)
+                    status, answer = response.status_code, response.content
+                    headers = {"Content-Type": response.headers.get("content-type", "application/json")}
+                with proxy.lock:
+                    proxy.passages.append(Passage(self.command, self.path, principal, status))
+                self._answer(status, answer, headers)
+
+            do_GET = do_POST = _serve
+
+        return Handler
+
+    @property
+    def workspace_host(self) -> str:
+        return getattr(self.workspace, "host", "https://workspace.example")

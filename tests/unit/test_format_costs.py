@@ -1,0 +1,29 @@
+"""How a task's costs read: unpriced LLM usage and pending compute are said, never shown as $0."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from app.components import format as fmt
+
+
+@dataclass
+class A:
+    llm_cost_usd: Decimal | None = None
+    llm_unpriced: bool = False
+    compute_cost_usd: Decimal | None = None
+    dbus: Decimal | None = None
+    compute_state: str | None = None
+
+
+def test_unpriced_llm_usage_is_not_zero_dollars():
+    assert fmt.llm_cost([A(llm_unpriced=True)]) == "unpriced"
+    assert fmt.llm_cost([A(Decimal("0.5")), A(llm_unpriced=True)]) == "$0.5000 + unpriced"
+    assert fmt.llm_cost([A(Decimal("0.1463"))]) == "$0.1463"
+    assert fmt.llm_cost([A(Decimal("0"))]) == "$0.00"  # a price of 0, said on purpose
+
+
+def test_compute_waiting_for_billing_reads_pending():
+    assert fmt.compute_cost([A(compute_state="pending")]) == "pending"
+    billed = A(compute_cost_usd=Decimal("1.4"), dbus=Decimal("2"), compute_state="billed")
+    assert fmt.compute_cost([billed]) == "$1.40 (2.00 DBU)"
+    assert fmt.compute_cost([billed, A(compute_state="pending")]) == "$1.40 (2.00 DBU) + pending"
