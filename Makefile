@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup bench clean
+.PHONY: run test setup system-deps bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,10 +14,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-run: $(STAMP)
+# Chromium, Tesseract and its languages, poppler-utils: installed when missing (as root), or the
+# exact apt-get command is printed and make stops.
+system-deps:
+	./.ci/system-deps
+
+run: system-deps $(STAMP)
 	$(BIN)/quire up --samples
 
-test: $(STAMP)
+test: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

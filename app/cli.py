@@ -20,9 +20,15 @@ def _settings():
 
 def _prepare():
     """Migrates and applies quire.toml: only `migrate`, `up`, `serve` and `worker` do this."""
+    from schema import db
     from schema.bootstrap import prepare_database
+    from worker.agent_check import check_agents
 
-    return prepare_database(_settings())
+    dsn = prepare_database(_settings())
+    with db.connect(dsn) as conn:
+        for agent, error in check_agents(conn).items():
+            print(f"agent {agent!r} will not run until its configuration is fixed: {error}", file=sys.stderr)
+    return dsn
 
 
 def _database() -> str:

@@ -149,6 +149,12 @@ async def agent_names(pool: ConnectionPool) -> list[str]:
     return [a.name for a in agents]
 
 
+async def agent_config_errors(pool: ConnectionPool) -> dict[str, str]:
+    """Agents that cannot run as configured, with the reason; their tasks wait."""
+    agents = await _in_thread(pool, queue.list_agents)
+    return {a.name: a.config_error for a in agents if a.config_error}
+
+
 async def events_after(pool: ConnectionPool, after_id: int, *, limit: int = 1000) -> list[StreamEvent]:
     return await _in_thread(pool, stats.task_events_after, after_id, limit=limit)
 

@@ -38,7 +38,7 @@ def available() -> list[Migration]:
 
 def pending(conn: psycopg.Connection) -> list[Migration]:
     """The shipped migrations this database has not applied; reads only."""
-    with conn.cursor(row_factory=tuple_row) as cur:
+    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
         if not cur.fetchone()[0]:
             return available()
@@ -50,7 +50,9 @@ def pending(conn: psycopg.Connection) -> list[Migration]:
 def migrate(conn: psycopg.Connection) -> list[int]:
     """Applies what is missing, each migration in its own transaction; returns what it applied."""
     applied_now: list[int] = []
-    conn.execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])
+    # Each step commits on its own, on an autocommit connection or not; the lock is the session's.
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])
     try:
         with conn.transaction():
             conn.execute(
@@ -58,8 +60,7 @@ def migrate(conn: psycopg.Connection) -> list[int]:
                 " version integer PRIMARY KEY, name text NOT NULL,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
-        done = {row[0] if isinstance(row, tuple) else row["version"]
-                for row in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+        done = {m.version for m in available()} - {m.version for m in pending(conn)}
         for migration in available():
             if migration.version in done:
                 continue
@@ -69,5 +70,6 @@ def migrate(conn: psycopg.Connection) -> list[int]:
                              [migration.version, migration.name])
             applied_now.append(migration.version)
     finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
     return applied_now

@@ -69,6 +69,7 @@ class Agent:
     settings: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    config_error: str | None = None  # why it cannot run as configured; its tasks wait meanwhile
     # The adaptive throttle's limits after the model endpoint rate-limited (None: the configured one).
     effective_tpm: int | None = None
     effective_concurrency: int | None = None

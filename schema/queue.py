@@ -357,6 +357,12 @@ def sweep(conn: psycopg.Connection, *, now: datetime | None = None, batch: int =
             return total
 
 
+def hand_back(conn: psycopg.Connection, attempt_id: int, *, now: datetime | None = None) -> bool:
+    """Gives a running attempt's task back to the queue at once, its attempt not counted (worker shutdown)."""
+    with _tx(conn):
+        return bool(_rows(conn, "task_hand_back_from_attempt", {"attempt_id": attempt_id, "now": now}))
+
+
 def _attempt_task_id(conn: psycopg.Connection, attempt_id: int) -> int:
     row = _row(conn, "attempt_task_id", {"attempt_id": attempt_id})
     if row is None:
@@ -545,10 +551,3 @@ def record_compute(conn: psycopg.Connection, attempt_id: int, *, compute_seconds
         _rows(conn, "attempt_record_compute", {
             "attempt_id": attempt_id, "compute_seconds": compute_seconds, "cpu_seconds": cpu_seconds,
             "compute_cost_usd": compute_cost_usd, "dbus": dbus, "compute_state": compute_state})
-
-
-def hand_back(conn: psycopg.Connection, attempt_id: int, *, now: datetime | None = None) -> bool:
-    """Gives a running attempt's task back to the queue at once (worker shutdown)."""
-    with _tx(conn):
-        return bool(_rows(conn, "attempt_hand_back", {"attempt_id": attempt_id, "now": now}))
-

@@ -8,9 +8,8 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
-from schema.sql import fetch_one, q
+from schema.sql import fetch_one, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
 MONTH, DAY, HOUR = "m", "d", "h"
@@ -110,9 +109,7 @@ def composed(name: str) -> sql.Composed:
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(composed(name), params)
-        return cur.fetchall()
+    return run_query(conn, composed(name), params)
 
 
 def rollup_fold(conn: psycopg.Connection) -> int:

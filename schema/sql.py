@@ -31,13 +31,34 @@ def q(name: str) -> str:
     return QUERIES[name]
 
 
-def fetch_all(conn, name: str, params=None) -> list[dict]:
-    """Runs the named query and returns its rows as dicts ([] for a statement without rows)."""
+def statement(conn):
+    """Where one statement runs: the caller's transaction, or one of its own that commits at once.
+
+    Engine calls accept any psycopg connection: on one that is not autocommit, a statement run
+    outside a transaction would open one and leave it open, uncommitted.
+    """
+    import contextlib
+
+    from psycopg.pq import TransactionStatus
+
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        return contextlib.nullcontext()
+    return conn.transaction()
+
+
+def run_query(conn, query, params=None) -> list[dict]:
+    """Runs a query in `statement(conn)` and returns its rows as dicts, whatever the connection's
+    own row factory ([] for a statement without rows)."""
     from psycopg.rows import dict_row
 
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(q(name), params or {})
+    with statement(conn), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query, params or {})
         return cur.fetchall() if cur.description else []
+
+
+def fetch_all(conn, name: str, params=None) -> list[dict]:
+    """Runs the named query and returns its rows as dicts ([] for a statement without rows)."""
+    return run_query(conn, q(name), params)
 
 
 def fetch_one(conn, name: str, params=None) -> dict | None:

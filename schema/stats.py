@@ -12,7 +12,7 @@ from psycopg import sql
 
 from schema import rollups
 from schema.models import TaskStatus
-from schema.sql import fetch_all, fetch_one, q
+from schema.sql import fetch_all, fetch_one, q, run_query
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
 TASK_SORT_KEYS: dict[str, str] = {
@@ -149,11 +149,7 @@ def _composed(name: str, order_by: sql.Composable | None = None) -> sql.Composed
 
 def _run(conn: psycopg.Connection, name: str, params: dict[str, Any],
          order_by: sql.Composable | None = None) -> list[dict[str, Any]]:
-    from psycopg.rows import dict_row
-
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(_composed(name, order_by), params)
-        return cur.fetchall()
+    return run_query(conn, _composed(name, order_by), params)
 
 
 def status_counts(conn: psycopg.Connection) -> dict[str, Any]:
@@ -284,11 +280,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
     query = sql.SQL(q("task_list_keyset")).format(
         task_filter=sql.SQL(q("task_filter")), after=condition, sort_value=column,
         order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
-    from psycopg.rows import dict_row
-
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query, params)
-        rows = cur.fetchall()
+    rows = run_query(conn, query, params)
     cursor = (rows[-1]["sort_value"], rows[-1]["id"]) if len(rows) == limit else None
     return [_task_row(r) for r in rows], cursor
 

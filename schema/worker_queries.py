@@ -69,3 +69,9 @@ def task_next_due_one(conn: psycopg.Connection, *, now: datetime | None = None) 
 def attempt_list_running_ids(conn: psycopg.Connection, *, ids: list[int] | None = None) -> list[int]:
     """Launched attempts still running (among `ids` when given)."""
     return [r["id"] for r in _rows(conn, "attempt_list_running_ids", {"ids": ids})]
+
+
+def agent_set_config_error(conn: psycopg.Connection, agent: str, error: str | None) -> bool:
+    """Stores why an agent cannot run (None: it can); True if that changed what was stored."""
+    with conn.transaction():
+        return bool(_rows(conn, "agent_set_config_error", {"agent": agent, "error": error}))

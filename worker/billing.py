@@ -6,13 +6,11 @@ Billing lags hours behind the runs: until the billing tables have a run, its att
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from schema import billing
 from worker import logs
-from worker.wakeup import pause
 
 
 @dataclass(frozen=True)
@@ -88,12 +86,3 @@ class BillingReconciler:
                                 dbus=billed.dbus, compute_cost_usd=billed.cost_usd, worker=self.worker_id)
             if len(pending) < self.config.runs_per_statement:
                 return written
-
-    async def loop(self, stop: asyncio.Event, run: Callable[..., Any] = asyncio.to_thread) -> None:
-        """Reconciles every interval until stopped."""
-        while not stop.is_set():
-            try:
-                await run(self.run_once)
-            except Exception as exc:
-                logs.problem("reconcile billing", exc, worker=self.worker_id)
-            await pause(stop, self.config.interval_seconds)

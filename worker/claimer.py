@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from schema import queue, worker_queries
 from schema.models import Agent, TaskStatus
@@ -16,7 +15,6 @@ from worker.counters import WorkerCounters
 from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
 from worker.runs import RunTable
-from worker.wakeup import Wakeup, pause
 
 
 @dataclass(frozen=True)
@@ -129,7 +127,8 @@ class Claimer:
 
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
-        throttled = sorted(name for name, a in agents.items() if a.throttled and a.executor in self.executors)
+        throttled = sorted(name for name, a in agents.items()
+                           if a.throttled and a.executor in self.executors and not a.config_error)
         if not throttled:
             return 0
         start = next(self._turn) % len(throttled)
@@ -208,22 +207,12 @@ class Claimer:
             return self.config.poll_seconds
         return self.config.poll_seconds if due is None else min(self.config.poll_seconds, due + 0.01)
 
-    async def loop(self, stop: asyncio.Event, wakeup: Wakeup,
-                   run: Callable[..., Any] = asyncio.to_thread) -> None:
-        """Claims until stopped: again at once after a full round, else after a wake-up or a wait."""
-        while not stop.is_set():
-            wait = self.config.poll_seconds
-            try:
-                claimed = await run(self.run_once)
-                if claimed and self.free_any():
-                    continue
-                wait = await run(self.next_wait)
-            except Exception as exc:  # a database outage: try again after a short pause
-                logs.problem("claim", exc, worker=self.worker_id)
-                wait = min(wait, 1.0)
-            await pause(stop, wait, wakeup)
-            if self.config.gather_seconds and not stop.is_set():
-                await asyncio.sleep(self.config.gather_seconds)
+    def round(self) -> float:
+        """Claims once; returns how long to wait before the next round (0 after a full round)."""
+        claimed = self.run_once()
+        if claimed and self.free_any():
+            return 0.0
+        return self.next_wait()
 
     def free_any(self) -> bool:
         """Whether any executor that an agent uses has a free slot."""

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable
 
 from schema import worker_queries
 from worker import logs
-from worker.wakeup import pause
 
 
 @dataclass(frozen=True)
@@ -159,12 +157,3 @@ class CostReconciler:
                              f"tokens, trace says {usage.input_tokens}/{usage.output_tokens}",
                              attempt=attempt.id, trace_id=attempt.trace_id)
         return mismatches
-
-    async def loop(self, stop: asyncio.Event, run: Callable[..., Any] = asyncio.to_thread) -> None:
-        """Reconciles every interval until stopped."""
-        while not stop.is_set():
-            try:
-                await run(self.run_once)
-            except Exception as exc:
-                logs.problem("reconcile costs", exc, worker=self.worker_id)
-            await pause(stop, self.config.interval_seconds)

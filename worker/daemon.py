@@ -1,4 +1,5 @@
-"""The worker daemon: starts, supervises and stops the claim loop, heartbeats, sweeper and cost reconciler."""
+"""The worker daemon: starts, supervises and stops the claim loop, heartbeats, sweeper and cost reconciler,
+each in worker.service.service_loop."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Callable
 from schema import db, queue
 from schema.settings import Settings
 from worker import logs
+from worker.agent_check import check_agents
 from worker.billing import BillingConfig, BillingReconciler
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
@@ -26,6 +28,7 @@ from worker.heartbeats import Heartbeats
 from worker.listener import Listener
 from worker.public_url import public_url
 from worker.runs import RunTable, RunTableConfig
+from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
 from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
 from worker.wakeup import Wakeup, pause
@@ -117,6 +120,10 @@ class WorkerDaemon:
         if refused and any(c.executor == "databricks" for c in self._agent_configs()):
             # Its runs would end unheard: every attempt for these agents fails with this reason.
             logs.problem("start the Databricks Jobs executor", refused, worker=self.worker_id)
+        try:
+            await call(self._check_agents, pool, executors)
+        except Exception as exc:  # the claim still skips agents already found misconfigured
+            logs.problem("check agents", exc, worker=self.worker_id)
         claim_wake, beat_wake, drained = Wakeup(loop), Wakeup(loop), Wakeup(loop)
 
         def settled() -> None:
@@ -151,16 +158,25 @@ class WorkerDaemon:
 
         claim_stop, services_stop = asyncio.Event(), asyncio.Event()
         services: dict[str, Callable[[], Any]] = {
-            "claimer": lambda: claimer.loop(claim_stop, claim_wake, call),
-            "heartbeats": lambda: heartbeats.loop(services_stop, beat_wake, call),
-            "sweeper": lambda: sweeper.loop(services_stop, call),
-            "costs": lambda: costs.loop(services_stop, call),
-            "rollups": lambda: folder.loop(services_stop, call),
+            "claimer": lambda: service_loop("claim", claimer.round, claimer.config.poll_seconds, claim_stop,
+                                            claim_wake, run=call, worker_id=self.worker_id,
+                                            gather_seconds=claimer.config.gather_seconds),
+            "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
+                                               services_stop, beat_wake, run=call, worker_id=self.worker_id,
+                                               gather_seconds=heartbeats.config.gather_seconds),
+            "sweeper": lambda: service_loop("sweep", sweeper.run_once, sweeper.config.interval_seconds,
+                                            services_stop, run=call, worker_id=self.worker_id),
+            "costs": lambda: service_loop("reconcile costs", costs.run_once, costs.config.interval_seconds,
+                                          services_stop, run=call, worker_id=self.worker_id),
+            "rollups": lambda: service_loop("rollup fold", folder.run_once, folder.config.interval_seconds,
+                                            services_stop, run=call, worker_id=self.worker_id),
         }
         if self.settings.warehouse_id:
             billing = BillingReconciler(pool, self.worker_id, BillingConfig(
                 warehouse_id=self.settings.warehouse_id, interval_seconds=self.settings.billing_seconds))
-            services["billing"] = lambda: billing.loop(services_stop, call)
+            services["billing"] = lambda: service_loop("reconcile billing", billing.run_once,
+                                                       billing.config.interval_seconds, services_stop, run=call,
+                                                       worker_id=self.worker_id)
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
@@ -188,6 +204,11 @@ class WorkerDaemon:
                 executor.close()
             threads.shutdown(wait=False, cancel_futures=True)
             logs.change("worker", "stopped", worker=self.worker_id)
+
+    def _check_agents(self, pool, executors: Mapping[str, Any]) -> None:
+        """Marks agents this worker cannot run as configured: nothing is claimed for them."""
+        with pool.connection(timeout=10) as conn:
+            check_agents(conn, executors=executors, worker_id=self.worker_id)
 
     def _agent_configs(self) -> list:
         """The configured agents, or none when the configuration cannot be read here."""

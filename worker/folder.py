@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from schema import rollups
-from worker import logs
-from worker.wakeup import pause
 
 
 @dataclass(frozen=True)
@@ -35,12 +31,3 @@ class RollupFolder:
         """One fold; the number of tasks folded (-1 when another worker was folding)."""
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
             return rollups.rollup_fold(conn)
-
-    async def loop(self, stop: asyncio.Event, run: Callable[..., Any] = asyncio.to_thread) -> None:
-        """Folds every interval until stopped."""
-        while not stop.is_set():
-            try:
-                await run(self.run_once)
-            except Exception as exc:
-                logs.problem("rollup fold", exc, worker=self.worker_id)
-            await pause(stop, self.config.interval_seconds)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from worker import logs
 from worker.runs import RunTable
-from worker.wakeup import Wakeup, pause
 
 
 @dataclass(frozen=True)
@@ -43,15 +41,3 @@ class Heartbeats:
         if ended:
             self.on_settled()
         return ended
-
-    async def loop(self, stop: asyncio.Event, wakeup: Wakeup,
-                   run: Callable[..., Any] = asyncio.to_thread) -> None:
-        """Runs until stopped, at every tick and whenever an executor says a run ended."""
-        while not stop.is_set():
-            try:
-                await run(self.run_once)
-            except Exception as exc:
-                logs.problem("heartbeat", exc)
-            await pause(stop, self.config.tick_seconds, wakeup)
-            if self.config.gather_seconds and not stop.is_set():
-                await asyncio.sleep(self.config.gather_seconds)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from schema import queue
 from worker import logs
 from worker.counters import WorkerCounters
-from worker.wakeup import pause
 
 
 @dataclass(frozen=True)
@@ -43,12 +40,3 @@ class Sweeper:
             self.counters.add("sweeps_recovered", swept)
             logs.change("task", "swept", count=swept, worker=self.worker_id)
         return swept
-
-    async def loop(self, stop: asyncio.Event, run: Callable[..., Any] = asyncio.to_thread) -> None:
-        """Sweeps every interval until stopped."""
-        while not stop.is_set():
-            try:
-                await run(self.run_once)
-            except Exception as exc:
-                logs.problem("sweep", exc, worker=self.worker_id)
-            await pause(stop, self.config.interval_seconds)

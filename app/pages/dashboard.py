@@ -12,6 +12,7 @@ from nicegui import app, ui
 
 from app import foresight, services
 from app.auth import viewer
+from app.components.agent_problems import AgentProblems
 from app.components.budgets import BudgetBoard
 from app.components.charts import ChartsBoard
 from app.components.filters import FilterBar, FilterValues
@@ -66,6 +67,7 @@ class Dashboard:
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
+        self.agent_problems = AgentProblems()
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
         self.filters = FilterBar(self.apply_filter, path="/dashboard", initial=initial)
@@ -183,6 +185,7 @@ class Dashboard:
     async def on_poll(self) -> None:
         """The fallback: everything is marked due and refresh_if_due reads it, so the event feed never waits."""
         self.filters.set_options(await services.filter_options(self.pool))
+        self.agent_problems.update(await services.agent_config_errors(self.pool))
         self.counts_dirty = self.table_dirty = self.charts_dirty = True
         self.charts_at = 0.0
 
@@ -194,6 +197,7 @@ async def dashboard_page(request: Request):
     with frame(who, active="dashboard"):
         board = Dashboard(who, initial)
         board.filters.set_options(await services.filter_options(board.pool))
+        board.agent_problems.update(await services.agent_config_errors(board.pool))
         await board.refresh_all()
     watch(board.on_events, board.on_poll)
     ui.timer(0.25, board.refresh_if_due)

@@ -51,10 +51,17 @@ SELECT
 -- Agents with work that is claimable now, for the claim loop.
 SELECT a.name, a.executor
 FROM agents a
-WHERE EXISTS (SELECT 1 FROM tasks t
+WHERE a.config_error IS NULL AND EXISTS (SELECT 1 FROM tasks t
                WHERE t.agent = a.name AND t.status = 'enqueued' AND NOT t.held
                  AND t.run_after <= coalesce(%(now)s, now()))
 ORDER BY a.name;
+
+-- name: agent_set_config_error
+-- Stores what a check of the agent's configuration found (NULL: it can run); the claim skips the
+-- agent while set. Written only on change, so repeated checks stay quiet.
+UPDATE agents SET config_error = %(error)s
+WHERE name = %(agent)s AND config_error IS DISTINCT FROM %(error)s
+RETURNING name;
 
 -- name: agent_throttle_back_off
 -- The model endpoint rate-limited an attempt (HTTP 429): halve the agent's effective TPM and

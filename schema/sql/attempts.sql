@@ -74,23 +74,6 @@ FROM before b
 WHERE a.id = %(attempt_id)s
 RETURNING b.record_usage AS usage_recorded, b.previously_reported;
 
--- name: attempt_hand_back
--- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget
--- (task row first, then the attempt: the lock order every transition keeps).
-WITH given AS (
-    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1,
-                       run_after = coalesce(%(now)s, now()), locked_by = NULL, lease_expires_at = NULL,
-                       updated_at = coalesce(%(now)s, now())
-    WHERE t.id = (SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s)
-      AND t.status = 'processing' AND t.current_attempt_id = %(attempt_id)s
-    RETURNING t.id
-)
-UPDATE task_attempts a SET status = 'handed_back', finished_at = coalesce(%(now)s, now()),
-                           error = 'worker shut down before the attempt finished'
-FROM given g
-WHERE a.id = %(attempt_id)s AND a.status = 'processing'
-RETURNING g.id;
-
 -- name: attempt_list_running_ids
 -- Attempts some worker launched that have not ended: a stopping app serves callbacks until these report.
 SELECT id FROM task_attempts

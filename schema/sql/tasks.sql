@@ -84,7 +84,8 @@ WITH wanted AS (
     FROM agents a
     JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
       ON s.executor IS NULL OR s.executor = a.executor
-    WHERE (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
+    WHERE a.config_error IS NULL  -- a misconfigured agent's tasks wait
+      AND (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
       AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL
                                         AND a.effective_tpm IS NULL AND a.effective_concurrency IS NULL))
 ), candidates AS (
@@ -236,6 +237,23 @@ WITH failed AS (
     WHERE id = %(attempt_id)s AND status IN ('processing', 'lost')
 )
 SELECT status::text FROM failed;
+
+-- name: task_hand_back_from_attempt
+-- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget
+-- (task row first, then the attempt: the lock order every transition keeps).
+WITH given AS (
+    UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1,
+                       run_after = coalesce(%(now)s, now()), locked_by = NULL, lease_expires_at = NULL,
+                       updated_at = coalesce(%(now)s, now())
+    WHERE t.id = (SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s)
+      AND t.status = 'processing' AND t.current_attempt_id = %(attempt_id)s
+    RETURNING t.id
+)
+UPDATE task_attempts a SET status = 'handed_back', finished_at = coalesce(%(now)s, now()),
+                           error = 'worker shut down before the attempt finished'
+FROM given g
+WHERE a.id = %(attempt_id)s AND a.status = 'processing'
+RETURNING g.id;
 
 -- name: task_set_pages
 -- Records the page count an attempt reported, whatever became of the attempt.

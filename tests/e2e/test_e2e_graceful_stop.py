@@ -106,10 +106,11 @@ def test_quire_up_lets_runs_in_flight_finish_and_report(db_dsn, tmp_path, stop_s
         rows = attempts(db_dsn)
         assert [a["status"] for a in rows] == ["completed"] * 4, rows
         assert task_states(db_dsn) == {i: "completed" for i in ids}
-        # Each report came in through the app's callback route, which served on while they ran.
-        assert all(a["callbacks_received"] == 1 for a in rows), rows
+        # Each run's report came in through the app's callback route, which served on while they ran
+        # (on a busy machine the worker may apply a report file first: the callback is then a duplicate).
         logged = events(app)
-        assert not [e for e in logged if e.get("event") == "reported_by_worker"], app.log_text()[-3000:]
+        through_route = {e["attempt"] for e in logged if e.get("entity") == "attempt" and e.get("event") == "callback"}
+        assert through_route == {a["id"] for a in rows}, app.log_text()[-3000:]
         assert any(e.get("event") == "drained" and e.get("handed_back") == 0 for e in logged)
         assert "Traceback" not in app.log_text()
     finally:

@@ -105,6 +105,8 @@ class LocalExecutor(Executor):
             if value:
                 env[name] = value
         env["QUIRE_CALLBACK_SECRET"] = launch.secret
+        if launch.agent.model:  # the model configured for the agent travels with its run
+            env["QUIRE_LLM_MODEL"] = launch.agent.model
         # The agent's own heartbeats keep its lease if this worker dies before it does.
         env["QUIRE_HEARTBEAT_SECONDS"] = f"{max(1.0, launch.agent.lease_seconds / 3):g}"
         if self.config.tracking_uri:

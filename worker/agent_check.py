@@ -1,0 +1,53 @@
+"""Checks each agent's configuration before anything is claimed for it: a mistake there is no run's fault."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from schema import queue, worker_queries
+from schema.models import Agent
+from worker import logs
+from worker.executors import DatabricksExecutor, LocalExecutor, NoopExecutor
+
+EXECUTORS = (LocalExecutor.name, NoopExecutor.name, DatabricksExecutor.name)
+EXTRACTORS = ("offline", "llm")
+
+
+def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
+                 env: Mapping[str, str] = os.environ) -> str | None:
+    """Why the agent cannot run as configured in this environment, or None when it can."""
+    executors = sorted(executors)
+    if agent.executor not in executors:
+        return f"unknown executor {agent.executor!r} (expected one of {', '.join(executors)})"
+    settings = agent.settings or {}
+    extractor = str(settings.get("extractor") or "offline")
+    if extractor not in EXTRACTORS:
+        return f"unknown extractor {extractor!r} (expected one of {', '.join(EXTRACTORS)})"
+    if agent.executor == DatabricksExecutor.name:
+        try:
+            int(settings.get("job_id"))
+        except (TypeError, ValueError):
+            return f"runs on Databricks but its settings name no job_id (got {settings.get('job_id')!r})"
+        return None  # the job's own environment decides the rest
+    if extractor == "llm" and agent.executor == LocalExecutor.name:
+        if not (agent.model or env.get("QUIRE_LLM_MODEL", "").strip()):
+            return "extractor 'llm' needs a model: set the agent's model or QUIRE_LLM_MODEL"
+        if not (env.get("QUIRE_LLM_BASE_URL", "").strip() or env.get("DATABRICKS_HOST", "").strip()):
+            return "extractor 'llm' needs an endpoint: set QUIRE_LLM_BASE_URL or DATABRICKS_HOST"
+    return None
+
+
+def check_agents(conn, *, executors: Iterable[str] = EXECUTORS, env: Mapping[str, str] = os.environ,
+                 worker_id: str | None = None) -> dict[str, str]:
+    """Checks every agent and stores the outcome on its row; returns the misconfigured ones by name."""
+    executors = list(executors)
+    problems: dict[str, str] = {}
+    for agent in queue.list_agents(conn):
+        error = config_error(agent, executors=executors, env=env)
+        if error:
+            problems[agent.name] = error
+        if worker_queries.agent_set_config_error(conn, agent.name, error):
+            logs.change("agent", "misconfigured" if error else "configured", agent=agent.name, error=error,
+                        worker=worker_id)
+    return problems
