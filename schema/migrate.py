@@ -23,16 +23,16 @@ class Migration:
 
 
 def available() -> list[Migration]:
-    """The migrations shipped with this code, in order; a duplicate number is an error."""
+    """The migrations shipped with this code, in order; a gap or duplicate number is an error."""
     found = []
     for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
         match = _FILE.match(path.name)
         if not match:
             raise RuntimeError(f"migration file name not understood: {path.name}")
         found.append(Migration(int(match.group(1)), match.group(2), path))
-    versions = [migration.version for migration in found]
-    if len(set(versions)) != len(versions):
-        raise RuntimeError(f"two migrations share a number: {versions}")
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise RuntimeError(f"migrations must be numbered 1, 2, 3...: found {migration.path.name}")
     return found
 
 
