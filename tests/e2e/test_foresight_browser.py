@@ -8,11 +8,11 @@ import base64
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from schema import queue
-from tests.e2e.app_harness import TOKEN, complete, launch_browser, make_pdf, start_app
+from tests.e2e.app_harness import TOKEN, complete, make_pdf, start_app
 from tests.e2e.test_app_browser import DROP_FILES, visit
 
 IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -25,14 +25,6 @@ def app_server(pg_server_dsn, template_db, tmp_path_factory):
                           price_output_per_mtok=15.0)
     yield server, conn
     teardown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = launch_browser(playwright)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
