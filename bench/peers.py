@@ -121,7 +121,8 @@ def scalar(conn, sql: str, params=None):
     return None if row is None else next(iter(row.values()))
 
 
-def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: bool) -> dict:
+def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: bool,
+                top_statements: int = 0) -> dict:
     dsn = fresh_database(server, "peer_quire")
     data_dir = Path(tempfile.mkdtemp(prefix="quire-peers-"))
     with db.connect(dsn) as conn:
@@ -159,6 +160,13 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                     "AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE '%%count(*) FROM tasks%%'"
                 ).fetchone()
                 per_task = (float(row["calls"]) / tasks, float(row["ms"]) / tasks)
+                top = conn.execute(
+                    "SELECT calls, total_exec_time AS ms, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS q "
+                    "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT %s", [top_statements]
+                ).fetchall()
+                for r in top:
+                    print(f"  {r['calls']:>7} calls {r['ms']:>9.1f} ms  {r['q']}", flush=True)
             # Latency: one task at a time into the idle worker; enqueue (its insert) -> its claim.
             first_id = scalar(conn, "SELECT max(id) FROM tasks")
             for n in range(trickle):
@@ -198,6 +206,8 @@ def main() -> int:
     parser.add_argument("--trickle", type=int, default=200, help="tasks enqueued one at a time for latency")
     parser.add_argument("--concurrency", type=int, default=100, help="quire worker --concurrency")
     parser.add_argument("--quick", action="store_true", help="pgqueuer batch 10 only")
+    parser.add_argument("--quire-only", action="store_true", help="no peers: Quire's figures alone")
+    parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
     args = parser.parse_args()
     server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
     if not server:
@@ -207,13 +217,14 @@ def main() -> int:
             version = scalar(conn, "SHOW server_version")
             stats = "pg_stat_statements" in scalar(conn, "SHOW shared_preload_libraries")
         print(f"PostgreSQL {version}, {os.cpu_count()} cores, {args.tasks:,} no-op tasks\n", flush=True)
-        rows = [bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
-        if not args.quick:
+        rows = [] if args.quire_only else [
+            bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
+        if not args.quick and not args.quire_only:
             rows.append(bench_peer(server, "pgqueuer (batch 250)", "pgqueuer", args.tasks, args.trickle, batch=250))
             rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
                                    args.trickle, concurrency=10))
-        rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats))
-        base = rows[0]
+        rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top))
+        base = rows[0]  # the first row the ratios are against (Quire itself with --quire-only)
         print(f"{'queue':<42} {'drain/s':>9} {'ratio':>6} {'enqueue/s':>10} {'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
         for r in rows:
             print(f"{r['label']:<42} {r['drain']:>9,.0f} {r['drain'] / base['drain']:>5.2f}x "

