@@ -70,9 +70,8 @@ class Claimer:
 
     def free(self, executor: Executor) -> int:
         """Slots this worker has left for runs of this executor."""
-        if executor.local:
-            return self.config.concurrency - self.table.count(local=True)
-        return self.config.max_remote_runs - self.table.count(local=False)
+        slots = self.config.concurrency if executor.local else self.config.max_remote_runs
+        return slots - self.table.slots_taken(local=executor.local, slots=slots)
 
     @property
     def counters(self) -> WorkerCounters:

@@ -25,10 +25,16 @@ def change(entity: str, event: str, *, level: int = logging.INFO, **fields: Any)
     """Logs one state change as a JSON object: ts, entity, event, then the given fields."""
     if entity not in ENTITIES:
         raise ValueError(f"unknown log entity {entity!r}")
+    if not log.isEnabledFor(level):
+        return
     record = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
               "entity": entity, "event": event}
     record.update({k: v for k, v in fields.items() if v is not None})
-    log.log(level, json.dumps(record, default=_default, separators=(",", ":")))
+    # The record is made here: Logger.log would walk the stack for a caller no line shows.
+    log.handle(log.makeRecord(log.name, level, __file__, 0, _encode(record), None, None))
+
+
+_encode = json.JSONEncoder(default=_default, separators=(",", ":")).encode
 
 
 _last_problem: dict[tuple[str, str], float] = {}
