@@ -284,6 +284,15 @@ def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, lim
         return _claims(_claim_admitted(conn, params, limit=limit, now=now))
 
 
+def admission_reopens_in(conn: psycopg.Connection, agent: str, *, now: datetime | None = None) -> float | None:
+    """Seconds until a throttled agent's admission may admit more with no run ending (Retry-After
+    over, or tokens leaving the window); None when only a run's end can make room."""
+    row = _row(conn, "agent_admission_reopens_one", {"agent": agent, "now": now})
+    if row is None or row["seconds"] is None:
+        return None
+    return max(0.0, float(row["seconds"]))
+
+
 def _claim_admitted(conn: psycopg.Connection, params: dict[str, Any], *, limit: int,
                     now: datetime | None) -> list[dict[str, Any]]:
     # Throttled agents take turns on their row, so admission sees every earlier claim.
@@ -420,12 +429,15 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
         return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
 
 
-# Adaptive throttle (AIMD): a rate limit halves the agent's effective TPM and concurrency; each
-# attempt that ran without one gives back 2% of the TPM and one slot, up to 90% of the TPM that met
-# the limit, and after five quiet minutes up to the configured limits.
-THROTTLE_FACTOR = 0.5
+# Adaptive throttle (AIMD): a rate limit cuts the agent's effective TPM and concurrency to 70% of
+# the rate it sent at (the tokens the endpoint served in the minute before, its quota near enough),
+# and admission waits out the Retry-After. Each attempt that ran without one gives back 5% of the
+# configured TPM and one slot, up to 95% of the rate that met the limit; after five quiet minutes,
+# up to the configured limits.
+THROTTLE_FACTOR = 0.7
 THROTTLE_FLOOR_TPM = 1000
-THROTTLE_STEP = 0.02
+THROTTLE_STEP = 0.05
+THROTTLE_CEILING_SHARE = 0.95
 THROTTLE_QUIET_SECONDS = 300
 
 
@@ -444,7 +456,7 @@ def throttle_recover(conn: psycopg.Connection, successes: Mapping[str, int], *,
         return []
     return _rows(conn, "agent_throttle_recover_list", {
         "agents": list(successes), "counts": list(successes.values()), "step": THROTTLE_STEP,
-        "quiet_seconds": THROTTLE_QUIET_SECONDS, "now": now})
+        "ceiling_share": THROTTLE_CEILING_SHARE, "quiet_seconds": THROTTLE_QUIET_SECONDS, "now": now})
 
 
 def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_id: int,
