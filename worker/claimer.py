@@ -97,6 +97,10 @@ class Claimer:
         """One round: each throttled agent in turn, then every other agent in one claim statement."""
         if self.paused or not self.free_any():
             return 0
+        with logs.batched():
+            return self._claim_round()
+
+    def _claim_round(self) -> int:
         with self.table.connection() as conn:
             agents = self._agents_now(conn)
         claimed = self._claim_throttled(agents)

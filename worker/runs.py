@@ -262,6 +262,10 @@ class RunTable:
 
     def settle_many(self, runs: list[Run]) -> None:
         """Settles ended runs: compute and plain completions in one transaction, the rest one by one."""
+        with logs.batched():
+            self._settle_many(runs)
+
+    def _settle_many(self, runs: list[Run]) -> None:
         pending = list(runs)
         while pending:
             for run in pending:

@@ -1,6 +1,8 @@
+-- Cheaper statements for a draining worker.
+--
 -- The claim's fair-share head: a customer's recent service (quire_customer_served) orders the
--- customers of an agent against each other, so it is read only when the head holds more than one
--- (priority, customer) group. A backlog of one customer, the common bulk case, skips that read.
+-- customers of an agent against each other, so it is read only when the head holds more than
+-- one (priority, customer) group. A backlog of one customer, the common bulk case, skips it.
 CREATE OR REPLACE FUNCTION quire_claim_candidates(p_agent text, p_now timestamptz, per_group integer,
                                                   max_groups integer DEFAULT 256)
 RETURNS TABLE (id bigint, priority smallint, customer text, created_at timestamptz, fair_rank bigint)
@@ -48,3 +50,38 @@ LEFT JOIN served f ON f.ckey = g.ckey
 -- The budget filter: a customer over its monthly LLM budget is not claimed from.
 WHERE g.ckey NOT IN (SELECT b.customer FROM quire_customers_over_budget(p_now) b)
 $$;
+
+-- Customer spend is folded only from statements that changed an attempt's LLM cost; the claim and
+-- the settlement of runs without spend return at once instead of joining every task.
+CREATE OR REPLACE FUNCTION quire_attempts_spend_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows n JOIN old_rows o ON o.id = n.id
+                   WHERE n.llm_cost_usd IS DISTINCT FROM o.llm_cost_usd) THEN
+        RETURN NULL;
+    END IF;
+    -- Ordered by key, so two statements touching the same customers lock their rows in one order.
+    INSERT INTO customer_month_spend AS s (customer, month, llm_cost_usd)
+    SELECT t.customer, date_trunc('month', n.started_at AT TIME ZONE 'UTC')::date,
+           sum(coalesce(n.llm_cost_usd, 0) - coalesce(o.llm_cost_usd, 0))
+    FROM new_rows n JOIN old_rows o ON o.id = n.id JOIN tasks t ON t.id = n.task_id
+    WHERE t.customer IS NOT NULL AND n.llm_cost_usd IS DISTINCT FROM o.llm_cost_usd
+    GROUP BY 1, 2
+    ORDER BY 1, 2
+    ON CONFLICT (customer, month) DO UPDATE SET llm_cost_usd = s.llm_cost_usd + excluded.llm_cost_usd;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION quire_attempts_spend_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.llm_cost_usd IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO customer_month_spend AS s (customer, month, llm_cost_usd)
+    SELECT t.customer, date_trunc('month', n.started_at AT TIME ZONE 'UTC')::date, sum(n.llm_cost_usd)
+    FROM new_rows n JOIN tasks t ON t.id = n.task_id
+    WHERE t.customer IS NOT NULL AND n.llm_cost_usd IS NOT NULL
+    GROUP BY 1, 2
+    ORDER BY 1, 2
+    ON CONFLICT (customer, month) DO UPDATE SET llm_cost_usd = s.llm_cost_usd + excluded.llm_cost_usd;
+    RETURN NULL;
+END $$;
