@@ -28,6 +28,11 @@ TOKENS_PER_PAGE = 650
 TOKENS_OVERHEAD = 900
 BYTES_PER_PAGE = 50_000
 DEFAULT_ESTIMATE_PAGES = 4
+# From the text itself: a token for every three characters read (most tokenizers take three to four
+# of business text; the model also sees the offline rules' reading), plus the instructions (about
+# 3,300 characters) and the JSON answer.
+CHARS_PER_TOKEN = 3
+TEXT_TOKENS_OVERHEAD = 1500
 # How far past `limit` a throttled claim looks for tasks that fit the remaining budget.
 ADMISSION_SCAN_FACTOR = 10
 ADMISSION_SCAN_MIN = 100
@@ -128,13 +133,16 @@ def agents_with_backlog(conn: psycopg.Connection, *, now: datetime | None = None
 
 # -- enqueue ------------------------------------------------------------------------------------
 
-def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = None) -> int:
-    """A token estimate before the document is read.
+def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = None,
+                    document_chars: int | None = None) -> int:
+    """A token estimate before the document is read by a model.
 
-    From pages: 650 tokens a page (a dense page of business text) plus 900 for the instructions
-    and the structured answer. From the file size alone: one page per 50 kB, at least one.
-    Neither: four pages.
+    From the characters of its text: one token for every three, plus 1,500 for the instructions
+    and the structured answer. Else from pages: 650 tokens a page (a dense page of business text)
+    plus 900. From the file size alone: one page per 50 kB, at least one. Nothing: four pages.
     """
+    if document_chars:
+        return TEXT_TOKENS_OVERHEAD + math.ceil(document_chars / CHARS_PER_TOKEN)
     if pages is None and document_bytes is not None:
         pages = max(1, math.ceil(document_bytes / BYTES_PER_PAGE))
     if pages is None:
@@ -143,7 +151,7 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
 
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
-                  "document_bytes", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
+                  "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
                   "parent_id", "batch_id", "held")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 
@@ -152,6 +160,7 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
             customer: str | None = None, estimated_tokens: int | None = None,
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
+            document_chars: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
             max_attempts: int = 3, batch_id: int | None = None, held: bool = False,
             now: datetime | None = None) -> Task:
@@ -160,7 +169,7 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
     [task] = enqueue_many(conn, [dict(
         agent=agent, document_uri=document_uri, priority=priority, customer=customer,
         estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
-        pages=pages, document_bytes=document_bytes, parent_id=parent_id, max_attempts=max_attempts,
+        pages=pages, document_bytes=document_bytes, document_chars=document_chars, parent_id=parent_id, max_attempts=max_attempts,
         batch_id=batch_id, held=held)],
         submitted_by=submitted_by, now=now)
     return task
@@ -172,7 +181,7 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
     if unknown:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
     task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
-            "document_bytes": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
+            "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
             "parent_id": None, "batch_id": None, "held": False, **item}
     try:
         _require_text(task.get("agent"), "agent")
@@ -182,6 +191,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         for key in ("pages", "document_bytes"):
             if task[key] is not None:
                 _require_int(task[key], key, low=0)
+        if task["document_chars"] is not None:
+            _require_int(task["document_chars"], "document_chars", low=1, high=2**31 - 1)
         if task["parent_id"] is not None:
             _require_int(task["parent_id"], "parent_id", low=1)
         if task["batch_id"] is not None:
@@ -191,7 +202,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         # A static estimate is replaced at claim by what the agent learned documents cost.
         task["estimate_is_static"] = task["estimated_tokens"] is None
         if task["estimated_tokens"] is None:
-            task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"])
+            task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"],
+                                                       document_chars=task["document_chars"])
         _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
         if task["document_sha256"] is not None and not payloads.is_sha256(task["document_sha256"]):
             raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
