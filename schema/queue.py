@@ -151,8 +151,8 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
 
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
-                  "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
-                  "parent_id", "batch_id", "held")
+                  "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
+                  "max_attempts", "parent_id", "batch_id", "held")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 
 
@@ -169,8 +169,8 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
     [task] = enqueue_many(conn, [dict(
         agent=agent, document_uri=document_uri, priority=priority, customer=customer,
         estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
-        pages=pages, document_bytes=document_bytes, document_chars=document_chars, parent_id=parent_id, max_attempts=max_attempts,
-        batch_id=batch_id, held=held)],
+        pages=pages, document_bytes=document_bytes, document_chars=document_chars, parent_id=parent_id,
+        max_attempts=max_attempts, batch_id=batch_id, held=held)],
         submitted_by=submitted_by, now=now)
     return task
 
@@ -181,8 +181,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
     if unknown:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
     task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
-            "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
-            "parent_id": None, "batch_id": None, "held": False, **item}
+            "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
+            "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, **item}
     try:
         _require_text(task.get("agent"), "agent")
         _require_text(task.get("document_uri"), "document_uri")

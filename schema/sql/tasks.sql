@@ -20,13 +20,14 @@ INSERT INTO tasks (agent, customer, priority, document_uri, document_name, docum
                    document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
                    parent_id, batch_id, held, submitted_by, run_after, created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
-       r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts, r.parent_id,
-       r.batch_id, r.held, %(submitted_by)s,
+       r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts,
+       r.parent_id, r.batch_id, r.held, %(submitted_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
                              %(document_uri)s::text[], %(document_name)s::text[],
                              %(document_sha256)s::text[], %(document_bytes)s::bigint[],
-                             %(document_chars)s::integer[], %(pages)s::integer[], %(estimated_tokens)s::integer[],
+                             %(document_chars)s::integer[], %(pages)s::integer[],
+                             %(estimated_tokens)s::integer[],
                              %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
                              %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[])
      WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
