@@ -160,7 +160,7 @@ class WorkerDaemon:
         services: dict[str, Callable[[], Any]] = {
             "claimer": lambda: service_loop("claim", claimer.round, claimer.config.poll_seconds, claim_stop,
                                             claim_wake, run=call, worker_id=self.worker_id,
-                                            gather_seconds=claimer.config.gather_seconds),
+                                            gather_seconds=claimer.gather_seconds),
             "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
                                                services_stop, beat_wake, run=call, worker_id=self.worker_id,
                                                gather_seconds=heartbeats.config.gather_seconds),
