@@ -71,7 +71,9 @@ class Claimer:
     def free(self, executor: Executor) -> int:
         """Slots this worker has left for runs of this executor."""
         slots = self.config.concurrency if executor.local else self.config.max_remote_runs
-        return slots - self.table.slots_taken(local=executor.local, slots=slots)
+        # Runs that ended wait for the heartbeats to settle them, many at once, while the claimer
+        # goes on: up to one full set of slots of them.
+        return slots - self.table.slots_taken(local=executor.local, unsettled=slots)
 
     @property
     def counters(self) -> WorkerCounters:
