@@ -1,4 +1,4 @@
-"""Reads of the rollups (migration 0008): which buckets a date range covers, the fold, and the figures."""
+"""Reads of the rollups (migrations 0007 and 0010): which buckets a date range covers, the fold, and the figures."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from psycopg import sql
 from schema.sql import fetch_one, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
-MONTH, DAY, HOUR = "m", "d", "h"
-TOTALS_GRAINS = {True: (MONTH, DAY, HOUR), False: (MONTH, DAY)}
-BINS_GRAINS = {True: (MONTH, DAY), False: (MONTH,)}
+# ALL is one bucket holding every task (migration 0010), read when a filter has no dates.
+ALL, MONTH, DAY, HOUR = "a", "m", "d", "h"
+TOTALS_GRAINS = {True: (ALL, MONTH, DAY, HOUR), False: (ALL, MONTH, DAY)}
+BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
 # Sentinels for an unbounded or empty range: timestamptz holds both.
 NEVER_BEFORE = datetime(1, 1, 1, tzinfo=timezone.utc)
 NEVER_AFTER = datetime(9999, 12, 31, tzinfo=timezone.utc)
@@ -52,6 +53,11 @@ def plan(date_from: datetime | None, date_to: datetime | None,
     of the finest grain. The result has at most two ranges per grain and two raw ranges.
     """
     pieces: dict[str, list[tuple[datetime, datetime]]] = {g: [] for g in (*grains, "r")}
+    if grains[0] == ALL:
+        if date_from is None and date_to is None:
+            pieces[ALL].append((NEVER_BEFORE, NEVER_AFTER))
+            return pieces
+        grains = grains[1:]  # the all-time bucket is never whole inside a bounded range
 
     def add(kind: str, lo: datetime, hi: datetime) -> None:
         ranges = pieces[kind]
@@ -90,7 +96,7 @@ def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tu
     """The %(m1_lo)s ... %(r2_hi)s parameters of the rollup_segments and rollup_raw fragments."""
     pieces = plan(date_from, date_to, grains)
     params: dict[str, Any] = {}
-    for kind in (MONTH, DAY, HOUR, "r"):
+    for kind in (ALL, MONTH, DAY, HOUR, "r"):
         ranges = pieces.get(kind, [])
         if len(ranges) > 2:
             raise AssertionError(f"a date range split into {len(ranges)} {kind!r} ranges: {ranges}")
@@ -109,7 +115,8 @@ def composed(name: str) -> sql.Composed:
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    return run_query(conn, composed(name), params)
+    """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False."""
+    return run_query(conn, composed(name), {"with_pending": True, **params})
 
 
 def rollup_fold(conn: psycopg.Connection) -> int:

@@ -6,7 +6,7 @@ AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz
 AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[]))
 AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
 AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
-AND (%(review_below)s::float8 IS NULL OR (t.status = 'completed' AND t.confidence < %(review_below)s::float8))
+AND (NOT %(needs_review)s::boolean OR quire_needs_review(t.status, t.confidence))
 
 -- name: stats_summary_filtered
 -- Every headline figure of the dashboard in one pass over the filtered tasks and their attempts.
@@ -69,10 +69,6 @@ SELECT t.* FROM task_list_rows t
 WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
 ORDER BY t.id DESC
 LIMIT %(limit)s;
-
--- name: task_count_filtered
--- How many tasks the filters select, for a filter the rollups do not hold (needs review).
-SELECT count(*) AS n FROM tasks t WHERE {task_filter};
 
 -- name: task_list_by_ids
 -- The current state of a set of tasks (an upload batch).
