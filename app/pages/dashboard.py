@@ -11,6 +11,7 @@ from fastapi import Request
 from nicegui import app, ui
 
 from app import foresight, services
+from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from app.auth import viewer
 from app.components.agent_problems import AgentProblems
 from app.components.budgets import BudgetBoard
@@ -21,10 +22,9 @@ from app.components.layout import frame, watch
 from app.components.task_table import TaskTable
 from schema.stats import StreamEvent, Summary, TaskFilter
 
-# However many events arrive, a page reads the database at most once a second (figures and the
-# table), and redraws its charts at most every five seconds.
-REFRESH_MIN_SECONDS = 1.0
-CHART_MIN_SECONDS = 5.0
+# However many events arrive, a page asks for its figures and table at most once a second
+# (REFRESH_MIN_SECONDS) and redraws its charts at most every five (CHART_MIN_SECONDS); what it asks
+# for is read once for every page of the process (app.figure_cache).
 # Below this width (px) the filters start folded and the task table shows cards.
 NARROW_PX = 700
 
@@ -92,7 +92,7 @@ class Dashboard:
     async def refresh_counts(self, *, table: bool = True) -> None:
         async with self.counts_lock:
             flt, seen = self.filter, self.events_seen
-            summary = await services.summary(self.pool, flt)
+            summary = await services.live_summary(self.pool, flt)
             if flt != self.filter:
                 return  # the filter changed meanwhile; its own refresh is under way
             if seen != self.events_seen and self.summary is not None:
@@ -104,14 +104,14 @@ class Dashboard:
             if table:
                 self.table.total_hint = summary.total if self.table.filter == flt else None
                 await self.table.refresh()
-            self.throttles.text = "; ".join(await services.adaptive_limits(self.pool))
+            self.throttles.text = "; ".join(await services.live(self.pool, "adaptive_limits",
+                                                                lambda: services.adaptive_limits(self.pool)))
             self.updated.text = f"Updated {datetime.now(timezone.utc):%H:%M:%S} UTC"
 
     async def refresh_charts(self) -> None:
         async with self.charts_lock:
             flt = self.filter
-            summary = self.summary or await services.summary(self.pool, flt)
-            charts = await services.charts(self.pool, flt, summary)
+            charts = await services.live_charts(self.pool, flt)
             if flt == self.filter:
                 self.charts.update(charts)
                 self.charts_at, self.charts_dirty = time.monotonic(), False
@@ -122,7 +122,7 @@ class Dashboard:
         await self.refresh_budgets()
 
     async def refresh_budgets(self) -> None:
-        self.budgets.update(await foresight.budgets(self.pool))
+        self.budgets.update(await services.live(self.pool, "budgets", lambda: foresight.budgets(self.pool)))
 
     async def save_budget(self, customer: str, amount: float | None) -> bool:
         if not self.who.operator:
@@ -136,6 +136,7 @@ class Dashboard:
         text = (f"{customer}: budget {saved.monthly_llm_budget_usd:,.2f} USD a month" if amount is not None
                 else f"{customer}: budget cleared")
         ui.notify(text, type="positive", position="top")
+        services.forget_live(self.pool)
         await self.refresh_budgets()
         return True
 
@@ -149,6 +150,7 @@ class Dashboard:
         await self.refresh_charts()
 
     async def after_action(self) -> None:
+        services.forget_live(self.pool)
         await self.refresh_all()
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
@@ -184,8 +186,10 @@ class Dashboard:
 
     async def on_poll(self) -> None:
         """The fallback: everything is marked due and refresh_if_due reads it, so the event feed never waits."""
-        self.filters.set_options(await services.filter_options(self.pool))
-        self.agent_problems.update(await services.agent_config_errors(self.pool))
+        self.filters.set_options(await services.live(self.pool, "filter_options",
+                                                     lambda: services.filter_options(self.pool)))
+        self.agent_problems.update(await services.live(self.pool, "agent_config_errors",
+                                                       lambda: services.agent_config_errors(self.pool)))
         self.counts_dirty = self.table_dirty = self.charts_dirty = True
         self.charts_at = 0.0
 
