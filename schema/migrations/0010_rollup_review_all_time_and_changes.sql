@@ -114,11 +114,12 @@ CREATE TABLE rollup_change_bins (
 CREATE INDEX rollup_change_bins_fold ON rollup_change_bins (fold_id);
 
 -- Folds every visible mark: one fold at a time (a second caller returns -1 at once). The lock is
--- taken before the statement that folds, so that statement's snapshot sees every earlier fold.
+-- taken before the statements that fold, so their snapshots see every earlier fold.
 -- Also logs what the fold changed (for open dashboards) and prunes the log past 15 minutes.
 -- Returns the number of tasks folded.
 CREATE OR REPLACE FUNCTION quire_rollup_fold() RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
+    ids bigint[];
     folded integer;
     this_fold bigint;
     pruned bigint;
@@ -126,18 +127,21 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('quire.rollup.fold')) THEN
         RETURN -1;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM rollup_dirty) THEN
-        RETURN 0;
-    END IF;
-    this_fold := nextval('rollup_fold_seq');
     WITH marks AS (
         DELETE FROM rollup_dirty RETURNING task_id
-    ), dirty AS (
-        SELECT DISTINCT task_id FROM marks
-    ), old AS (
-        SELECT s.* FROM rollup_task_state s WHERE s.task_id IN (SELECT task_id FROM dirty)
+    )
+    SELECT array_agg(DISTINCT task_id) INTO ids FROM marks;
+    IF ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Tasks changed after the marks were taken have marks of their own, left for the next fold: each
+    -- fold moves a task from its saved contribution to its current one, so nothing counts twice.
+    this_fold := nextval('rollup_fold_seq');
+    -- The ids as an array, not a join: the marks' statistics are always stale (see rollup_pending_changes).
+    WITH old AS (
+        SELECT s.* FROM rollup_task_state s WHERE s.task_id = ANY(ids)
     ), new AS (
-        SELECT c.* FROM task_rollup_contrib c WHERE c.task_id IN (SELECT task_id FROM dirty)
+        SELECT c.* FROM task_rollup_contrib c WHERE c.task_id = ANY(ids)
     ), saved AS (
         INSERT INTO rollup_task_state SELECT * FROM new
         ON CONFLICT (task_id) DO UPDATE SET
@@ -233,7 +237,7 @@ BEGIN
         GROUP BY 2, 3, 4, 5, 6, 7, 8
         HAVING sum(x.sign) <> 0
     )
-    SELECT count(*) INTO folded FROM dirty;
+    SELECT cardinality(ids) INTO folded;
     INSERT INTO rollup_folds (fold_id) VALUES (this_fold);
     -- Open dashboards read the log every second or so: 15 minutes of it is plenty.
     WITH gone AS (

@@ -38,7 +38,8 @@ AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz
 -- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
 -- (now minus last folded) for tasks marked since the last fold, plus the partial buckets read raw.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: see rollup_pending_changes.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), rows AS (
     SELECT x.agent, x.customer, x.status, x.tasks, x.attempted, x.attempts, x.with_usage, x.input_tokens,
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
@@ -50,13 +51,13 @@ WITH pending AS (
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
            x.confidence_n, x.confidence_sum
     FROM task_rollup_contrib x
-    WHERE %(with_pending)s::boolean AND x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.agent, x.customer, x.status, -1, -x.attempted, -x.attempts, -x.with_usage, -x.input_tokens,
            -x.output_tokens, -x.llm_cost_usd, -x.compute_cost_usd, -x.unpriced, -x.compute_pending,
            -x.confidence_n, -x.confidence_sum
     FROM rollup_task_state x
-    WHERE %(with_pending)s::boolean AND x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.agent, x.customer, x.status, 1, x.attempted, x.attempts, x.with_usage, x.input_tokens,
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
@@ -79,15 +80,16 @@ ORDER BY 1, 2, 3;
 -- name: rollup_bins_by_metric
 -- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: see rollup_pending_changes.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), contrib AS (
     SELECT 1 AS sign, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
     FROM task_rollup_contrib x
-    WHERE %(with_pending)s::boolean AND x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT -1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
     FROM rollup_task_state x
-    WHERE %(with_pending)s::boolean AND x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT 1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
     FROM task_rollup_contrib x
@@ -112,7 +114,8 @@ ORDER BY 1, 2;
 -- name: rollup_throughput_series
 -- Submissions per created bucket and outcomes per finished bucket, binned to %(bucket)s.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: see rollup_pending_changes.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), rows AS (
     SELECT x.bucket AS created, x.finished, x.status, x.tasks
     FROM task_rollups x
@@ -120,11 +123,11 @@ WITH pending AS (
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, 1
     FROM task_rollup_contrib x
-    WHERE %(with_pending)s::boolean AND x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, -1
     FROM rollup_task_state x
-    WHERE %(with_pending)s::boolean AND x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, 1
     FROM tasks_with_review x
@@ -172,11 +175,13 @@ ORDER BY fold_id;
 -- name: rollup_pending_changes
 -- What the next fold will log: tasks marked since the last fold, as (now minus last folded) per key.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: the marks' statistics are always stale (the fold empties the table), and a
+    -- join planned on them reads every task; ids by primary key cost what the marks number.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), signed AS (
-    SELECT 1 AS sign, c.* FROM task_rollup_contrib c WHERE c.task_id IN (SELECT task_id FROM pending)
+    SELECT 1 AS sign, c.* FROM task_rollup_contrib c WHERE c.task_id = ANY((SELECT ids FROM pending)::bigint[])
     UNION ALL
-    SELECT -1, s.* FROM rollup_task_state s WHERE s.task_id IN (SELECT task_id FROM pending)
+    SELECT -1, s.* FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[])
 )
 SELECT date_trunc('hour', created_at, 'UTC') AS hour, date_trunc('hour', finished_at, 'UTC') AS finished,
        agent, customer, status::text AS status, review, sum(sign)::bigint AS tasks,
@@ -197,11 +202,13 @@ HAVING sum(sign) <> 0 OR sum(sign * attempts) <> 0 OR sum(sign * with_usage) <> 
 -- name: rollup_pending_change_bins
 -- The histogram bins of the tasks marked since the last fold, as (now minus last folded) per key.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: the marks' statistics are always stale (the fold empties the table), and a
+    -- join planned on them reads every task; ids by primary key cost what the marks number.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), signed AS (
-    SELECT 1 AS sign, c.* FROM task_rollup_contrib c WHERE c.task_id IN (SELECT task_id FROM pending)
+    SELECT 1 AS sign, c.* FROM task_rollup_contrib c WHERE c.task_id = ANY((SELECT ids FROM pending)::bigint[])
     UNION ALL
-    SELECT -1, s.* FROM rollup_task_state s WHERE s.task_id IN (SELECT task_id FROM pending)
+    SELECT -1, s.* FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[])
 )
 SELECT date_trunc('hour', x.created_at, 'UTC') AS hour, x.agent, x.customer, x.status::text AS status, x.review,
        m.metric::text AS metric, m.bin, sum(x.sign)::bigint AS n
