@@ -104,8 +104,36 @@ def changes_read(conn: psycopg.Connection, after: int) -> Changes:
         return Changes(last_fold=state["last_fold"], pruned_through=state["pruned_through"],
                        folded=fetch_all(conn, "rollup_changes_after", {"after": after}),
                        folded_bins=fetch_all(conn, "rollup_change_bins_after", {"after": after}),
-                       pending=fetch_all(conn, "rollup_pending_changes"),
-                       pending_bins=fetch_all(conn, "rollup_pending_change_bins"))
+                       **_grouped(fetch_all(conn, "rollup_pending_contrib")))
+
+
+BIN_COLUMNS = {"l": "latency_bin", "c": "confidence_bin", "a": "llm_bin", "m": "compute_bin", "s": "spend_bin"}
+
+
+def _hour(t: datetime | None) -> datetime | None:
+    return None if t is None else t.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def _grouped(signed: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Signed per-task contributions grouped as the fold logs them: per created hour and key."""
+    totals: dict[tuple, dict[str, Any]] = {}
+    bins: dict[tuple, int] = {}
+    for r in signed:
+        sign, hour = r["sign"], _hour(r["created_at"])
+        key = (hour, _hour(r["finished_at"]), r["agent"], r["customer"], r["status"], r["review"])
+        sums = totals.setdefault(key, dict.fromkeys(SUMS, 0))
+        sums["tasks"] += sign
+        for k in SUMS[1:]:
+            sums[k] += sign * r[k]
+        for metric, column in BIN_COLUMNS.items():
+            if r[column] is not None:
+                bkey = (hour, r["agent"], r["customer"], r["status"], r["review"], metric, r[column])
+                bins[bkey] = bins.get(bkey, 0) + sign
+    names = ("hour", "finished", "agent", "customer", "status", "review")
+    return {"pending": [{**dict(zip(names, key)), **sums} for key, sums in totals.items() if any(sums.values())],
+            "pending_bins": [{"hour": h, "agent": a, "customer": c, "status": st, "review": rv, "metric": m,
+                              "bin": b, "n": n}
+                             for (h, a, c, st, rv, m, b), n in bins.items() if n]}
 
 
 def _selects(flt: TaskFilter, row: dict[str, Any]) -> bool:

@@ -137,7 +137,7 @@ BEGIN
     -- Tasks changed after the marks were taken have marks of their own, left for the next fold: each
     -- fold moves a task from its saved contribution to its current one, so nothing counts twice.
     this_fold := nextval('rollup_fold_seq');
-    -- The ids as an array, not a join: the marks' statistics are always stale (see rollup_pending_changes).
+    -- The ids as an array, not a join: the marks' statistics are always stale (see rollup_pending_contrib).
     WITH old AS (
         SELECT s.* FROM rollup_task_state s WHERE s.task_id = ANY(ids)
     ), new AS (

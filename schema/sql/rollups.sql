@@ -38,7 +38,7 @@ AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz
 -- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
 -- (now minus last folded) for tasks marked since the last fold, plus the partial buckets read raw.
 WITH pending AS (
-    -- An array, not a join: see rollup_pending_changes.
+    -- An array, not a join: see rollup_pending_contrib.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), rows AS (
     SELECT x.agent, x.customer, x.status, x.tasks, x.attempted, x.attempts, x.with_usage, x.input_tokens,
@@ -80,7 +80,7 @@ ORDER BY 1, 2, 3;
 -- name: rollup_bins_by_metric
 -- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.
 WITH pending AS (
-    -- An array, not a join: see rollup_pending_changes.
+    -- An array, not a join: see rollup_pending_contrib.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), contrib AS (
     SELECT 1 AS sign, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
@@ -114,7 +114,7 @@ ORDER BY 1, 2;
 -- name: rollup_throughput_series
 -- Submissions per created bucket and outcomes per finished bucket, binned to %(bucket)s.
 WITH pending AS (
-    -- An array, not a join: see rollup_pending_changes.
+    -- An array, not a join: see rollup_pending_contrib.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), rows AS (
     SELECT x.bucket AS created, x.finished, x.status, x.tasks
@@ -172,49 +172,22 @@ FROM rollup_change_bins
 WHERE fold_id > %(after)s
 ORDER BY fold_id;
 
--- name: rollup_pending_changes
--- What the next fold will log: tasks marked since the last fold, as (now minus last folded) per key.
+-- name: rollup_pending_contrib
+-- What the next fold will log: per task marked since the last fold, its contribution now (+1) and as
+-- last folded (-1); the caller groups them per created hour and key.
 WITH pending AS (
     -- An array, not a join: the marks' statistics are always stale (the fold empties the table), and a
     -- join planned on them reads every task; ids by primary key cost what the marks number.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
-), signed AS (
-    SELECT 1 AS sign, c.* FROM task_rollup_contrib c WHERE c.task_id = ANY((SELECT ids FROM pending)::bigint[])
-    UNION ALL
-    SELECT -1, s.* FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[])
 )
-SELECT date_trunc('hour', created_at, 'UTC') AS hour, date_trunc('hour', finished_at, 'UTC') AS finished,
-       agent, customer, status::text AS status, review, sum(sign)::bigint AS tasks,
-       sum(sign * attempted)::bigint AS attempted, sum(sign * attempts)::bigint AS attempts,
-       sum(sign * with_usage)::bigint AS with_usage, sum(sign * input_tokens) AS input_tokens,
-       sum(sign * output_tokens) AS output_tokens, sum(sign * llm_cost_usd) AS llm_cost_usd,
-       sum(sign * compute_cost_usd) AS compute_cost_usd, sum(sign * unpriced)::bigint AS unpriced,
-       sum(sign * compute_pending)::bigint AS compute_pending, sum(sign * confidence_n)::bigint AS confidence_n,
-       sum(sign * confidence_sum) AS confidence_sum
-FROM signed
-GROUP BY 1, 2, 3, 4, 5, 6
-HAVING sum(sign) <> 0 OR sum(sign * attempts) <> 0 OR sum(sign * with_usage) <> 0
-    OR sum(sign * input_tokens) <> 0 OR sum(sign * output_tokens) <> 0
-    OR sum(sign * llm_cost_usd) <> 0 OR sum(sign * compute_cost_usd) <> 0
-    OR sum(sign * unpriced) <> 0 OR sum(sign * compute_pending) <> 0
-    OR sum(sign * confidence_n) <> 0 OR sum(sign * confidence_sum) <> 0;
-
--- name: rollup_pending_change_bins
--- The histogram bins of the tasks marked since the last fold, as (now minus last folded) per key.
-WITH pending AS (
-    -- An array, not a join: the marks' statistics are always stale (the fold empties the table), and a
-    -- join planned on them reads every task; ids by primary key cost what the marks number.
-    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
-), signed AS (
-    SELECT 1 AS sign, c.* FROM task_rollup_contrib c WHERE c.task_id = ANY((SELECT ids FROM pending)::bigint[])
-    UNION ALL
-    SELECT -1, s.* FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[])
-)
-SELECT date_trunc('hour', x.created_at, 'UTC') AS hour, x.agent, x.customer, x.status::text AS status, x.review,
-       m.metric::text AS metric, m.bin, sum(x.sign)::bigint AS n
-FROM signed x
-CROSS JOIN LATERAL (VALUES ('l'::"char", x.latency_bin), ('c', x.confidence_bin), ('a', x.llm_bin),
-                           ('m', x.compute_bin), ('s', x.spend_bin)) m (metric, bin)
-WHERE m.bin IS NOT NULL
-GROUP BY 1, 2, 3, 4, 5, 6, 7
-HAVING sum(x.sign) <> 0;
+SELECT 1 AS sign, c.created_at, c.finished_at, c.agent, c.customer, c.status::text AS status, c.review,
+       c.attempted, c.attempts, c.with_usage, c.input_tokens, c.output_tokens, c.llm_cost_usd, c.compute_cost_usd,
+       c.unpriced, c.compute_pending, c.confidence_n, c.confidence_sum, c.latency_bin, c.confidence_bin, c.llm_bin,
+       c.compute_bin, c.spend_bin
+FROM task_rollup_contrib c WHERE c.task_id = ANY((SELECT ids FROM pending)::bigint[])
+UNION ALL
+SELECT -1, s.created_at, s.finished_at, s.agent, s.customer, s.status::text, s.review,
+       s.attempted, s.attempts, s.with_usage, s.input_tokens, s.output_tokens, s.llm_cost_usd, s.compute_cost_usd,
+       s.unpriced, s.compute_pending, s.confidence_n, s.confidence_sum, s.latency_bin, s.confidence_bin, s.llm_bin,
+       s.compute_bin, s.spend_bin
+FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[]);

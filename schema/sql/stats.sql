@@ -155,7 +155,14 @@ WHERE {task_filter};
 SELECT 'agent' AS kind, name AS value FROM agents
 UNION ALL
 SELECT 'customer', c.customer FROM (
-    SELECT DISTINCT customer FROM tasks WHERE customer IS NOT NULL ORDER BY customer LIMIT 500
+    -- From the all-time rollup rows (one per customer, agent and status) and the tasks not folded yet,
+    -- not from a scan of every task.
+    SELECT customer FROM task_rollups
+    WHERE NOT all_customers AND grain = 'a' AND customer IS NOT NULL AND tasks <> 0
+    UNION
+    SELECT customer FROM tasks
+    WHERE id = ANY(ARRAY(SELECT task_id FROM rollup_dirty)) AND customer IS NOT NULL
+    ORDER BY customer LIMIT 500
 ) c
 ORDER BY 1, 2;
 
