@@ -424,7 +424,7 @@ def main() -> int:
             print(f"slowest figure through the rollups: {worst:.1f} ms\n", flush=True)
         print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
         cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss)
-        print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']} event bursts; {cost['refreshes']} page refreshes")
+        print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']:,} notifications; {cost['refreshes']} page refreshes")
         print("  reads of the pages' shared cache: " + ", ".join(f"{n} {kind}" for kind, n in sorted(cost["reads"].items())))
         if not has_pgss:
             print(f"  the worker's client-side time {cost['client_worker_s']:.2f} s; the dashboards' Postgres time "

@@ -128,9 +128,9 @@ def rollup_pending_count(conn: psycopg.Connection) -> int:
     return fetch_one(conn, "rollup_pending_count")["n"]
 
 
-def fold_if_behind(conn: psycopg.Connection, *, threshold: int = FOLD_ON_READ_AT) -> None:
-    """Folds before a read when many marks wait, so reads stay cheap without a worker running."""
-    if rollup_pending_count(conn) >= threshold:
+def fold_if_behind(conn: psycopg.Connection, *, threshold: int | None = None) -> None:
+    """Folds before a read when many marks wait (FOLD_ON_READ_AT), so reads stay cheap without a worker."""
+    if rollup_pending_count(conn) >= (FOLD_ON_READ_AT if threshold is None else threshold):
         try:
             rollup_fold(conn)
         except psycopg.errors.ReadOnlySqlTransaction:

@@ -254,13 +254,13 @@ class TaskCount:
 
 
 def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
-    """Exact from the rollups, which hold every dashboard filter; an estimate only when too many
-    marks wait unfolded on a session that may not fold them (a read-only replica): then the
-    folded rollups alone, without the corrections that would read every marked task."""
+    """Exact from the rollups, which hold every dashboard filter. An estimate (the planner's) only
+    when too many marks wait unfolded on a session that may not fold them (a read-only replica, no
+    worker running): the exact figure would read every marked task."""
     rollups.fold_if_behind(conn)
     if rollups.rollup_pending_count(conn) >= rollups.FOLD_ON_READ_AT:
-        rows = rollups.totals(conn, {**flt.params(), "with_pending": False})
-        return TaskCount(sum(r["tasks"] for r in rows), exact=False)
+        plan = _run(conn, "task_count_estimate", flt.params())[0]
+        return TaskCount(int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"]), exact=False)
     return TaskCount(sum(r["tasks"] for r in rollups.totals(conn, flt.params())))
 
 

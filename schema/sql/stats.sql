@@ -70,6 +70,10 @@ WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::
 ORDER BY t.id DESC
 LIMIT %(limit)s;
 
+-- name: task_count_estimate
+-- The planner's estimate of how many tasks the filters select: costs planning, reads no rows.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM tasks t WHERE {task_filter};
+
 -- name: task_list_by_ids
 -- The current state of a set of tasks (an upload batch).
 SELECT t.id, t.status::text AS status, t.error, t.confidence, t.document_name, t.finished_at

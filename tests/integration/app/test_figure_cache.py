@@ -118,3 +118,20 @@ def test_the_review_threshold_is_the_same_in_sql_and_python(conn):
                                ("failed", 0.1), ("completed", 0.95)]:
         row = conn.execute("SELECT quire_needs_review(%s::task_status, %s::real) AS r", [status, confidence]).fetchone()
         assert row["r"] == stats.needs_review(status, confidence), (status, confidence)
+
+
+def test_the_total_is_an_estimate_said_to_be_one_only_where_exact_would_be_slow(conn, connect, monkeypatch):
+    make_agent(conn, "alpha")
+    for _ in range(3):
+        make_task(conn, "alpha", customer="acme")
+    assert stats.task_count(conn, TaskFilter(customers=("acme",))) == stats.TaskCount(3, exact=True)
+    for _ in range(2):
+        make_task(conn, "alpha", customer="acme")
+    reader = connect()
+    reader.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    # Marks pile up past the threshold on a session that cannot fold them: an estimate, labelled.
+    monkeypatch.setattr(rollups, "FOLD_ON_READ_AT", 2)
+    count = stats.task_count(reader, TaskFilter(customers=("acme",)))
+    assert not count.exact and count.n >= 0
+    # Where the marks can be folded, the total is exact again.
+    assert stats.task_count(conn, TaskFilter(customers=("acme",))) == stats.TaskCount(5, exact=True)
