@@ -14,7 +14,7 @@ import math
 import time
 import weakref
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Hashable, TypeVar
 
@@ -44,7 +44,6 @@ class _Held:
     view: figures.Figures | None = None
     summary: Summary | None = None
     charts: Charts | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class FigureCache:

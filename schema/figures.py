@@ -99,6 +99,7 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
 
 def changes_read(conn: psycopg.Connection, after: int) -> Changes:
     """The log after fold `after` and the pending marks, for every filter at once."""
+    rollups.fold_if_behind(conn)  # no worker folding: the pending marks would only grow
     with snapshot(conn):
         state = fetch_one(conn, "rollup_log_state")
         return Changes(last_fold=state["last_fold"], pruned_through=state["pruned_through"],
