@@ -432,7 +432,7 @@ def main() -> int:
             return 0
         dash, worker, fold = (cost.get(f"pg_{r}_s", 0.0) for r in ("bench_dash", "bench_worker", "bench_fold"))
         print(f"  Postgres time (pg_stat_statements): worker {worker:.2f} s, dashboards {dash:.3f} s "
-              f"({dash / max(cost['bursts'], 1) * 1000:.2f} ms per burst), rollup folds {fold:.2f} s")
+              f"({dash / cost['wall_s'] * 1000:.1f} ms per second of the drain), rollup folds {fold:.2f} s")
         print(f"  dashboards / worker = {dash / worker:.1%}; dashboards and folds / worker = "
               f"{(dash + fold) / worker:.1%}")
     finally:
