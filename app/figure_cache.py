@@ -80,11 +80,12 @@ class FigureCache:
         return held.charts
 
     def forget(self) -> None:
-        """After an operator's action: the next ask of anything reads again."""
+        """After an operator's action: the next ask reads again (figures advanced by the log: syncs)."""
         self._shared.clear()
         self._synced_at = -math.inf
         for held in self._held.values():
-            held.read_at = -math.inf
+            if not held.fig.live:
+                held.read_at = -math.inf
 
     async def shared(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
         """`read()`'s value, read at most once a second for every page that asks with the same key."""
@@ -115,8 +116,6 @@ class FigureCache:
         fig = held.fig
         if not fig.live:
             return now - held.read_at >= self.interval
-        if held.read_at == -math.inf:
-            return True
         if fig.first_created is not None:
             # The chart's bucket grows with the span: a new bucket means new rows to read.
             end = fig.flt.date_to or datetime.now(timezone.utc)

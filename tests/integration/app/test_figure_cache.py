@@ -135,3 +135,26 @@ def test_the_total_is_an_estimate_said_to_be_one_only_where_exact_would_be_slow(
     assert not count.exact and count.n >= 0
     # Where the marks can be folded, the total is exact again.
     assert stats.task_count(conn, TaskFilter(customers=("acme",))) == stats.TaskCount(5, exact=True)
+
+
+def test_an_action_shows_in_the_next_ask_without_reading_the_figures_again(db_dsn, conn):
+    make_agent(conn, "alpha")
+    start = datetime.now(timezone.utc) - timedelta(days=30)
+    for day in range(3):
+        make_task(conn, "alpha", now=start + timedelta(days=day))
+    rollups.rollup_fold(conn)
+    pool = db.make_pool(db_dsn, min_size=1, max_size=2)
+
+    async def scenario() -> None:
+        cache = FigureCache(pool, interval=60.0)  # nothing is due by time in this test
+        assert (await cache.summary(TaskFilter())).counts["enqueued"] == 3
+        make_task(conn, "alpha")
+        assert (await cache.summary(TaskFilter())).counts["enqueued"] == 3  # within the interval: shared
+        cache.forget()
+        assert (await cache.summary(TaskFilter())).counts["enqueued"] == 4  # from the pending marks
+        assert cache.reads["figures"] == 1
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        pool.close()
