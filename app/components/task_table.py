@@ -197,8 +197,8 @@ class TaskTable:
         sort, descending = self.pagination["sortBy"] or "id", bool(self.pagination["descending"])
         # A far jump walks at most MAX_CURSOR_WALK pages (the table offers next and previous).
         for p in range(known, min(page, known + MAX_CURSOR_WALK)):
-            _, cursor = await services.live_task_page(app.state.pool, self.filter, sort=sort, descending=descending,
-                                                 after=cursor, per_page=per_page)
+            _, cursor = await services.live_task_page(app.state.pool, self.filter, sort=sort,
+                                                      descending=descending, after=cursor, per_page=per_page)
             if cursor is None:
                 return None
             self._cursors[p + 1] = cursor
@@ -216,9 +216,10 @@ class TaskTable:
         per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
         page = max(int(self.pagination["page"] or 1), 1)
         after = await self._cursor_for(page)
-        rows, cursor = await services.live_task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
-                                                descending=bool(self.pagination["descending"]),
-                                                after=after, per_page=per_page)
+        rows, cursor = await services.live_task_page(app.state.pool, self.filter,
+                                                     sort=self.pagination["sortBy"] or "id",
+                                                     descending=bool(self.pagination["descending"]),
+                                                     after=after, per_page=per_page)
         if cursor is not None:
             self._cursors[page + 1] = cursor
         # The page's summary read the same exact total a moment ago: no second read for it.

@@ -11,7 +11,6 @@ from fastapi import Request
 from nicegui import app, ui
 
 from app import foresight, services
-from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from app.auth import viewer
 from app.components.agent_problems import AgentProblems
 from app.components.budgets import BudgetBoard
@@ -20,6 +19,7 @@ from app.components.filters import FilterBar, FilterValues
 from app.components.kpis import KpiBoard
 from app.components.layout import frame, watch
 from app.components.task_table import TaskTable
+from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from schema.stats import StreamEvent, Summary, TaskFilter
 
 # However many events arrive, a page asks for its figures and table at most once a second
