@@ -72,8 +72,16 @@ def _on_hour(t: datetime | None) -> bool:
 
 
 def advanceable(flt: TaskFilter, bucket: timedelta) -> bool:
-    """Whether the log, kept per created hour, says exactly what changes in this filter's figures."""
-    return _on_hour(flt.date_from) and _on_hour(flt.date_to) and bucket >= HOUR and bucket % HOUR == timedelta(0)
+    """Whether the log, kept per created hour, says exactly what changes in this filter's figures.
+
+    Their read must hold folded rows only: a part read from the tasks themselves (the partial
+    buckets at a range's ends) is as of now, not as of the fold, and the log would add it again.
+    """
+    scope = not flt.customers
+    return (_on_hour(flt.date_from) and _on_hour(flt.date_to) and bucket >= HOUR and bucket % HOUR == timedelta(0)
+            and all(rollups.whole_buckets(flt.date_from, flt.date_to, grains)
+                    for grains in (rollups.TOTALS_GRAINS[False], rollups.BINS_GRAINS[scope],
+                                   rollups.throughput_grains(scope, bucket))))
 
 
 def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None,
@@ -185,9 +193,9 @@ def advance(fig: Figures, changes: Changes) -> bool:
 
 
 def _moves_first(fig: Figures, rows: list[dict[str, Any]]) -> bool:
-    """Whether a change adds a task before the first one known (the chart's span would move)."""
-    floor = None if fig.first_created is None else fig.first_created.replace(minute=0, second=0, microsecond=0)
-    return any(r["tasks"] > 0 and _selects(fig.flt, r) and (floor is None or r["hour"] <= floor) for r in rows)
+    """Whether tasks enter or leave the filter as early as its first one (the chart's span may move)."""
+    floor = None if fig.first_created is None else _hour(fig.first_created)
+    return any(r["tasks"] != 0 and _selects(fig.flt, r) and (floor is None or r["hour"] <= floor) for r in rows)
 
 
 def current(fig: Figures, changes: Changes | None) -> Figures:

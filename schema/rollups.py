@@ -193,16 +193,25 @@ def bins(conn: psycopg.Connection, flt_params: dict[str, Any]) -> dict[str, dict
     return out
 
 
+def throughput_grains(all_customers: bool, bucket: timedelta) -> tuple[str, ...]:
+    """The rollup grains a throughput chart of this bucket reads; none: it reads the tasks."""
+    if bucket >= timedelta(days=1):
+        return (DAY, HOUR) if all_customers else (DAY,)
+    if bucket >= timedelta(hours=1) and all_customers:
+        return (HOUR,)
+    return ()
+
+
+def whole_buckets(date_from: datetime | None, date_to: datetime | None, grains: tuple[str, ...]) -> bool:
+    """Whether the range is made of whole buckets of these grains, with nothing read from the tasks."""
+    return bool(grains) and not plan(date_from, date_to, grains)["r"]
+
+
 def throughput(conn: psycopg.Connection, flt_params: dict[str, Any], *, bucket: timedelta, origin: datetime,
                start: datetime | None) -> list[dict[str, Any]]:
     """Submissions and outcomes per bucket; whole rollup buckets where the chart's bucket allows."""
     scope = flt_params["customers"] is None
-    if bucket >= timedelta(days=1):
-        grains = (DAY, HOUR) if scope else (DAY,)
-    elif bucket >= timedelta(hours=1) and scope:
-        grains = (HOUR,)
-    else:
-        grains = ()
+    grains = throughput_grains(scope, bucket)
     if grains:
         params = filter_params(flt_params, {scope: grains})
     else:
