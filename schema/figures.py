@@ -2,8 +2,9 @@
 
 Every fold logs what it changed per created hour and key (migration 0010). Figures read at fold F
 stay exact by adding the log after F and the marks not folded yet (`Changes`), both read once for
-every filter a process holds. A filter whose dates are not on the hour, or whose throughput chart
-needs buckets under an hour, is not advanced: it is read again, pending marks included.
+every filter a process holds. A filter whose read goes to the tasks themselves (dates that cut a
+rollup bucket, a throughput chart of buckets under an hour) is not advanced: it is read again,
+pending marks included.
 """
 
 from __future__ import annotations
@@ -67,10 +68,6 @@ def snapshot(conn: psycopg.Connection) -> Iterator[None]:
         yield
 
 
-def _on_hour(t: datetime | None) -> bool:
-    return t is None or t.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0) == t
-
-
 def advanceable(flt: TaskFilter, bucket: timedelta) -> bool:
     """Whether the log, kept per created hour, says exactly what changes in this filter's figures.
 
@@ -78,7 +75,7 @@ def advanceable(flt: TaskFilter, bucket: timedelta) -> bool:
     buckets at a range's ends) is as of now, not as of the fold, and the log would add it again.
     """
     scope = not flt.customers
-    return (_on_hour(flt.date_from) and _on_hour(flt.date_to) and bucket >= HOUR and bucket % HOUR == timedelta(0)
+    return (bucket >= HOUR and bucket % HOUR == timedelta(0)
             and all(rollups.whole_buckets(flt.date_from, flt.date_to, grains)
                     for grains in (rollups.TOTALS_GRAINS[False], rollups.BINS_GRAINS[scope],
                                    rollups.throughput_grains(scope, bucket))))
