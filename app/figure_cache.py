@@ -67,17 +67,18 @@ class FigureCache:
                 return work(conn, *args, **kwargs)
         return await asyncio.to_thread(call)
 
-    async def summary(self, flt: TaskFilter) -> Summary:
-        held = await self._current(flt)
+    async def summary(self, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
+        """The filter's summary, and whether it was read after `since` (see `shared`)."""
+        held, current = await self._current(flt, since)
         if held.summary is None:
             held.summary = figures.summary_of(held.view)
-        return held.summary
+        return held.summary, current
 
-    async def charts(self, flt: TaskFilter) -> Charts:
-        held = await self._current(flt)
+    async def charts(self, flt: TaskFilter, *, since: float | None = None) -> tuple[Charts, bool]:
+        held, current = await self._current(flt, since)
         if held.charts is None:
             held.charts = figures.charts_of(held.view)
-        return held.charts
+        return held.charts, current
 
     def forget(self) -> None:
         """After an operator's action: the next ask reads again (figures advanced by the log: syncs)."""
@@ -87,19 +88,27 @@ class FigureCache:
             if not held.fig.live:
                 held.read_at = -math.inf
 
-    async def shared(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
-        """`read()`'s value, read at most once a second for every page that asks with the same key."""
+    async def shared(self, key: Hashable, read: Callable[[], Awaitable[T]], *,
+                     since: float | None = None) -> tuple[T, bool]:
+        """`read()`'s value for every page that asks with the same key, and whether it is current.
+
+        Current means read after `since` (a time.monotonic() moment, by default the ask's own: the
+        events the asker saw are in it). A value read less than a second ago is served anyway, not
+        current: the asker asks again later, and the database is read at most once a second.
+        """
+        since = time.monotonic() if since is None else since
         lock = self._shared_locks.setdefault(key, asyncio.Lock())
         async with lock:
             hit = self._shared.get(key)
-            if hit is not None and time.monotonic() - hit[0] < self.interval:
-                return hit[1]
+            now = time.monotonic()
+            if hit is not None and (hit[0] >= since or now - hit[0] < self.interval):
+                return hit[1], hit[0] >= since
             self.reads[str(key[0]) if isinstance(key, tuple) else str(key)] += 1
             value = await read()
-            self._shared[key] = (time.monotonic(), value)
+            self._shared[key] = (now, value)
             if len(self._shared) > MAX_SHARED:
                 self._prune_shared()
-            return value
+            return value, True
 
     def _prune_shared(self) -> None:
         cutoff = time.monotonic() - self.interval
@@ -109,40 +118,41 @@ class FigureCache:
             if lock is not None and not lock.locked():
                 self._shared_locks.pop(key, None)
 
-    def _due(self, held: _Held | None, now: float) -> bool:
+    def _due(self, held: _Held | None, now: float, since: float) -> bool:
         """Whether the filter's figures must be read (again) rather than advanced."""
         if held is None:
             return True
         fig = held.fig
         if not fig.live:
-            return now - held.read_at >= self.interval
+            return held.read_at < since and now - held.read_at >= self.interval
         if fig.first_created is not None:
             # The chart's bucket grows with the span: a new bucket means new rows to read.
             end = fig.flt.date_to or datetime.now(timezone.utc)
             return bucket_for_span(fig.flt.date_from or fig.first_created, end) != fig.bucket
         return False
 
-    async def _current(self, flt: TaskFilter) -> _Held:
+    async def _current(self, flt: TaskFilter, since: float | None) -> tuple[_Held, bool]:
+        since = time.monotonic() if since is None else since
         async with self._lock:
-            held = await self._ready(flt)
+            held = await self._ready(flt, since)
             held.used_at = time.monotonic()
             if held.view_of != self._generation or held.view is None:
                 held.view = figures.current(held.fig, self._changes) if held.fig.live else held.fig
                 held.view_of, held.summary, held.charts = self._generation, None, None
-            return held
+            return held, (self._synced_at if held.fig.live else held.read_at) >= since
 
-    async def _ready(self, flt: TaskFilter) -> _Held:
-        """The filter's figures, read or advanced to the last sync (which is at most a second old)."""
+    async def _ready(self, flt: TaskFilter, since: float) -> _Held:
+        """The filter's figures, read or advanced to the last sync (one a second at most)."""
         for _ in range(3):
             now = time.monotonic()
             held = self._held.get(flt)
-            read = self._due(held, now)
+            read = self._due(held, now, since)
             if read:
                 held = await self._read(flt, now, advance=True)
             if not held.fig.live:
                 return held
-            if read or now - self._synced_at >= self.interval or self._changes is None \
-                    or self._changes.last_fold < held.fig.fold_id:
+            if (read or self._changes is None or self._changes.last_fold < held.fig.fold_id
+                    or (self._synced_at < since and now - self._synced_at >= self.interval)):
                 await self._sync(now)
             if self._held.get(flt) is held:
                 return held

@@ -110,36 +110,41 @@ async def task_count(pool: ConnectionPool, flt: TaskFilter) -> TaskCount:
 
 
 # -- what open pages read: shared by every page of the process (app.figure_cache) ---------------
+# Each returns (value, current): current means read after `since` (time.monotonic() of the events
+# the page saw; by default the ask itself). A value not current was served to keep the database to
+# one read a second: the page asks again a second later.
 
-async def live_summary(pool: ConnectionPool, flt: TaskFilter) -> Summary:
-    """The summary as of the process's last read, at most a second old, shared by every page."""
-    return await figure_cache.for_pool(pool).summary(flt)
+async def live_summary(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
+    return await figure_cache.for_pool(pool).summary(flt, since=since)
 
 
-async def live_charts(pool: ConnectionPool, flt: TaskFilter) -> Charts:
-    return await figure_cache.for_pool(pool).charts(flt)
+async def live_charts(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Charts, bool]:
+    return await figure_cache.for_pool(pool).charts(flt, since=since)
 
 
 async def live_task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,
-                         after: tuple[Any, int] | None,
-                         per_page: int) -> tuple[list[TaskRow], tuple[Any, int] | None]:
-    """A page of the task table, read at most once a second for every page showing the same one."""
+                         after: tuple[Any, int] | None, per_page: int, since: float | None = None,
+                         ) -> tuple[tuple[list[TaskRow], tuple[Any, int] | None], bool]:
+    """A page of the task table and its next cursor, shared by every page showing the same one."""
     return await figure_cache.for_pool(pool).shared(
         ("task_page", flt, sort, descending, after, per_page),
-        lambda: task_page(pool, flt, sort=sort, descending=descending, after=after, per_page=per_page))
+        lambda: task_page(pool, flt, sort=sort, descending=descending, after=after, per_page=per_page),
+        since=since)
 
 
-async def live_task_count(pool: ConnectionPool, flt: TaskFilter) -> TaskCount:
-    return await figure_cache.for_pool(pool).shared(("task_count", flt), lambda: task_count(pool, flt))
+async def live_task_count(pool: ConnectionPool, flt: TaskFilter, *,
+                          since: float | None = None) -> tuple[TaskCount, bool]:
+    return await figure_cache.for_pool(pool).shared(("task_count", flt), lambda: task_count(pool, flt), since=since)
 
 
-async def live(pool: ConnectionPool, name: str, read: Callable[[], Any]) -> Any:
-    """Any other read every open page repeats (agents, budgets, filter options), shared for a second."""
-    return await figure_cache.for_pool(pool).shared((name,), read)
+async def live(pool: ConnectionPool, name: str, read: Callable[[], Any], *,
+               since: float | None = None) -> tuple[Any, bool]:
+    """Any other read every open page repeats (agents, budgets, filter options)."""
+    return await figure_cache.for_pool(pool).shared((name,), read, since=since)
 
 
 def forget_live(pool: ConnectionPool) -> None:
-    """After an operator's action: every page's next read goes to the database."""
+    """After an operator's action: every page's next ask goes to the database."""
     figure_cache.for_pool(pool).forget()
 
 

@@ -189,21 +189,23 @@ class Page:
     Events mark the counts, charts, table and budgets due as the page marks them; at most once a
     second the page asks for its summary (and its table's first page when events touch it) and the
     agents' adaptive limits; its charts at most every five seconds; its budgets after completions;
-    filter options and agent problems on the 10-second poll. Every ask goes through the process's
-    shared cache (app.figure_cache), as the app's pages do.
+    filter options and agent problems on the 10-second poll. What was not read after the events it
+    saw it asks for again a second later. Every ask goes through the process's shared cache
+    (app.figure_cache), as the app's pages do.
     """
 
     def __init__(self, pool, flt: TaskFilter, subscription) -> None:
         self.pool, self.flt, self.sub = pool, flt, subscription
         self.counts_dirty = self.charts_dirty = self.table_dirty = self.budgets_dirty = True
         self.counts_at = self.charts_at = 0.0
-        self.polled_at = time.monotonic()
+        self.polled_at = self.changed_at = time.monotonic()
         self.shown: set[int] = set()
         self.refreshes = 0
 
     def on_events(self) -> None:
         events, lagged = self.sub.drain()
         self.counts_dirty = self.charts_dirty = True
+        self.changed_at = time.monotonic()
         self.budgets_dirty |= lagged or any(e.status in ("completed", "failed") for e in events)
         self.table_dirty |= lagged or any(e.task_id in self.shown or e.prev_status is None
                                           or e.status in self.flt.statuses for e in events)
@@ -218,27 +220,31 @@ class Page:
                 self.on_events()
             now = time.monotonic()
             if now - self.polled_at >= POLL_SECONDS:
-                self.polled_at = now
+                self.polled_at = self.changed_at = now
                 await services.live(pool, "filter_options", lambda: services.filter_options(pool))
                 await services.live(pool, "agent_config_errors", lambda: services.agent_config_errors(pool))
                 self.counts_dirty = self.table_dirty = self.charts_dirty = True
                 self.charts_at = 0.0
             if self.counts_dirty and now - self.counts_at >= REFRESH_MIN_SECONDS:
-                self.counts_dirty, self.counts_at = False, now
-                await services.live_summary(pool, flt)
+                since, self.counts_dirty, self.counts_at = self.changed_at, False, now
+                _, current = await services.live_summary(pool, flt, since=since)
                 if self.table_dirty:
                     self.table_dirty = False
-                    rows, _ = await services.live_task_page(pool, flt, sort="id", descending=True, after=None,
-                                                            per_page=25)
+                    (rows, _), table_current = await services.live_task_page(
+                        pool, flt, sort="id", descending=True, after=None, per_page=25, since=since)
                     self.shown = {r.id for r in rows}
-                await services.live(pool, "adaptive_limits", lambda: services.adaptive_limits(pool))
+                    self.table_dirty = not table_current
+                    current = current and table_current
+                await services.live(pool, "adaptive_limits", lambda: services.adaptive_limits(pool), since=since)
+                self.counts_dirty = not current
                 self.refreshes += 1
             if self.charts_dirty and now - self.charts_at >= CHART_MIN_SECONDS:
-                await services.live_charts(pool, flt)
-                self.charts_at, self.charts_dirty = time.monotonic(), False
+                _, current = await services.live_charts(pool, flt, since=self.changed_at)
+                self.charts_at, self.charts_dirty = time.monotonic(), not current
             if self.budgets_dirty:
-                self.budgets_dirty = False
-                await services.live(pool, "budgets", lambda: foresight.budgets(pool))
+                _, current = await services.live(pool, "budgets", lambda: foresight.budgets(pool),
+                                                 since=self.changed_at)
+                self.budgets_dirty = not current
             await asyncio.sleep(0.25)  # the page's timer
 
 

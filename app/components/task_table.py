@@ -197,8 +197,8 @@ class TaskTable:
         sort, descending = self.pagination["sortBy"] or "id", bool(self.pagination["descending"])
         # A far jump walks at most MAX_CURSOR_WALK pages (the table offers next and previous).
         for p in range(known, min(page, known + MAX_CURSOR_WALK)):
-            _, cursor = await services.live_task_page(app.state.pool, self.filter, sort=sort,
-                                                      descending=descending, after=cursor, per_page=per_page)
+            (_, cursor), _ = await services.live_task_page(app.state.pool, self.filter, sort=sort,
+                                                           descending=descending, after=cursor, per_page=per_page)
             if cursor is None:
                 return None
             self._cursors[p + 1] = cursor
@@ -212,19 +212,24 @@ class TaskTable:
         self._selection_changed()
         await self.refresh()
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, since: float | None = None) -> bool:
+        """Shows the current page; False when it was not read after `since` (see services.live_summary)."""
         per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
         page = max(int(self.pagination["page"] or 1), 1)
         after = await self._cursor_for(page)
-        rows, cursor = await services.live_task_page(app.state.pool, self.filter,
-                                                     sort=self.pagination["sortBy"] or "id",
-                                                     descending=bool(self.pagination["descending"]),
-                                                     after=after, per_page=per_page)
+        (rows, cursor), current = await services.live_task_page(app.state.pool, self.filter,
+                                                                sort=self.pagination["sortBy"] or "id",
+                                                                descending=bool(self.pagination["descending"]),
+                                                                after=after, per_page=per_page, since=since)
         if cursor is not None:
             self._cursors[page + 1] = cursor
         # The page's summary read the same exact total a moment ago: no second read for it.
         hint, self.total_hint = self.total_hint, None
-        count = TaskCount(hint) if hint is not None else await services.live_task_count(app.state.pool, self.filter)
+        if hint is not None:
+            count = TaskCount(hint)
+        else:
+            count, counted = await services.live_task_count(app.state.pool, self.filter, since=since)
+            current = current and counted
         total = count.n
         self.pagination["rowsNumber"] = total
         now = datetime.now(timezone.utc)
@@ -235,6 +240,7 @@ class TaskTable:
         by_id = {r["id"]: r for r in self.table.rows}
         self.table.selected = [by_id.get(r["id"], r) for r in self.table.selected]
         self._selection_changed()
+        return current
 
     def set_compact(self, compact: bool) -> None:
         """Cards on a narrow screen (status and actions first), the full table on a wide one."""

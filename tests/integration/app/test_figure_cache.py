@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+import time
 from datetime import datetime, timedelta, timezone
 
 from app.figure_cache import FigureCache
@@ -61,7 +62,8 @@ def test_advanced_figures_equal_a_fresh_read_after_a_random_mix(db_dsn, conn):
             if round_no % 2:
                 rollups.rollup_fold(conn)  # half the checks with marks still pending
             for flt in flts:
-                summary, charts = await cache.summary(flt), await cache.charts(flt)
+                (summary, fresh), (charts, _) = await cache.summary(flt), await cache.charts(flt)
+                assert fresh
                 assert _same_summary(summary, stats.stats_summary_filtered(conn, flt)), (round_no, flt)
                 assert charts == stats.stats_charts_filtered(conn, flt), (round_no, flt)
             advanced += sum(1 for f in flts if f in cache._held and cache._held[f].fig.live)
@@ -89,17 +91,20 @@ def test_pages_asking_within_a_second_share_one_read(db_dsn, conn):
     async def scenario() -> None:
         cache = FigureCache(pool, interval=60.0)
         flt = TaskFilter(agents=("alpha",))
-        got = await asyncio.gather(*(cache.summary(flt) for _ in range(10)))
-        assert {s.total for s in got} == {5}
+        got = await asyncio.gather(*(cache.summary(flt, since=0.0) for _ in range(10)))
+        assert {s.total for s, _ in got} == {5} and all(current for _, current in got)
         assert cache.reads["figures"] == 1 and cache.reads["changes"] <= 1
         calls = []
 
         async def read():
             calls.append(1)
             return len(calls)
-        assert await asyncio.gather(*(cache.shared(("x",), read) for _ in range(10))) == [1] * 10
+        asked = time.monotonic()
+        assert await asyncio.gather(*(cache.shared(("x",), read, since=asked) for _ in range(10))) == [(1, True)] * 10
+        # Asked about events after that read, within the interval: the same value, said not to be current.
+        assert await cache.shared(("x",), read) == (1, False)
         cache.forget()
-        assert await cache.shared(("x",), read) == 2
+        assert await cache.shared(("x",), read) == (2, True)
 
     try:
         asyncio.run(scenario())
@@ -155,11 +160,14 @@ def test_an_action_shows_in_the_next_ask_without_reading_the_figures_again(db_ds
 
     async def scenario() -> None:
         cache = FigureCache(pool, interval=60.0)  # nothing is due by time in this test
-        assert (await cache.summary(TaskFilter())).counts["enqueued"] == 3
+        summary, current = await cache.summary(TaskFilter())
+        assert summary.counts["enqueued"] == 3 and current
         make_task(conn, "alpha")
-        assert (await cache.summary(TaskFilter())).counts["enqueued"] == 3  # within the interval: shared
+        summary, current = await cache.summary(TaskFilter())
+        assert summary.counts["enqueued"] == 3 and not current  # within the interval: shared, and said so
         cache.forget()
-        assert (await cache.summary(TaskFilter())).counts["enqueued"] == 4  # from the pending marks
+        summary, current = await cache.summary(TaskFilter())
+        assert summary.counts["enqueued"] == 4 and current  # from the pending marks
         assert cache.reads["figures"] == 1
 
     try:
