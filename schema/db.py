@@ -144,5 +144,24 @@ def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, 
         dsn,
         kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **extra, **connection_kwargs()},
         min_size=min_size, max_size=max_size, name=name, open=True, timeout=timeout,
-        reconnect_timeout=reconnect_timeout, check=ConnectionPool.check_connection,
+        reconnect_timeout=reconnect_timeout, check=_check_if_idle, reset=_mark_returned,
     )
+
+
+# A connection returned to its pool this recently is handed out again without a round trip to
+# check it: it worked a moment ago, and a statement on a connection lost since fails like any
+# other. One that sat idle longer is checked first, so the first request after an outage gets a
+# live connection.
+CHECK_AFTER_IDLE_SECONDS = 1.0
+
+
+def _mark_returned(conn: psycopg.Connection) -> None:
+    conn._quire_returned_at = time.monotonic()
+
+
+def _check_if_idle(conn: psycopg.Connection) -> None:
+    from psycopg_pool import ConnectionPool
+
+    returned = getattr(conn, "_quire_returned_at", None)
+    if returned is None or time.monotonic() - returned > CHECK_AFTER_IDLE_SECONDS:
+        ConnectionPool.check_connection(conn)

@@ -1,6 +1,6 @@
 """A filter's dashboard figures as one value: read from the rollups once, then advanced by the folds' log.
 
-Every fold logs what it changed per created hour and key (migration 0010). Figures read at fold F
+Every fold logs what it changed per created hour and key (migration 0011). Figures read at fold F
 stay exact by adding the log after F and the marks not folded yet (`Changes`), both read once for
 every filter a process holds. A filter whose read goes to the tasks themselves (dates that cut a
 rollup bucket, a throughput chart of buckets under an hour) is not advanced: it is read again,

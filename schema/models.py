@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -221,8 +222,13 @@ class CallbackOutcome:
         return self.kind is CallbackKind.APPLIED
 
 
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 def _build(cls: type, row: Mapping[str, Any], **overrides: Any) -> Any:
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _field_names(cls)
     values = {k: v for k, v in row.items() if k in names}
     values.update(overrides)
     return cls(**values)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from schema.errors import InvalidPayload
 
@@ -91,6 +92,46 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 def check_storable(value: Any, where: str = "body") -> None:
     """InvalidPayload for what Postgres cannot store: NUL characters, invalid Unicode, NaN or
     infinite numbers, or nesting deeper than MAX_DEPTH."""
+    if not _storable(value, 0):
+        _explain_unstorable(value, where)
+
+
+def _storable(item: Any, depth: int) -> bool:
+    """Whether the value can be stored; a fast walk that names nothing (see _explain_unstorable)."""
+    if depth > MAX_DEPTH:
+        return False
+    kind = type(item)
+    if kind is str:
+        if "\x00" in item:
+            return False
+        if item.isascii():
+            return True
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if kind is float:
+        return math.isfinite(item)
+    if kind is int or kind is bool or item is None:
+        return True
+    if kind is dict or isinstance(item, Mapping):
+        for key, inner in item.items():
+            if not (_storable(key, depth + 1) and _storable(inner, depth + 1)):
+                return False
+        return True
+    if kind is list or kind is tuple or isinstance(item, (list, tuple)):
+        for inner in item:
+            if not _storable(inner, depth + 1):
+                return False
+        return True
+    if isinstance(item, str):  # a str subclass
+        return _storable(str(item), depth)
+    return not isinstance(item, float) or math.isfinite(item)
+
+
+def _explain_unstorable(value: Any, where: str) -> None:
+    """Raises InvalidPayload naming the first thing in `value` that cannot be stored."""
     stack = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
@@ -111,6 +152,7 @@ def check_storable(value: Any, where: str = "body") -> None:
                 stack.append((inner, f"{path}.{str(key)[:40]}", depth + 1))
         elif isinstance(item, (list, tuple)):
             stack.extend((inner, f"{path}[{n}]", depth + 1) for n, inner in enumerate(item))
+    raise InvalidPayload(f"{where} cannot be stored")
 
 
 def _text(payload: Mapping[str, Any], key: str, limit: int = 512) -> str | None:

@@ -1,4 +1,4 @@
-"""Reads of the rollups (migrations 0007 and 0010): which buckets a date range covers, the fold, and the figures."""
+"""Reads of the rollups (migrations 0007 and 0011): which buckets a date range covers, the fold, and the figures."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from psycopg import sql
 from schema.sql import fetch_one, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
-# ALL is one bucket holding every task (migration 0010), read when a filter has no dates.
+# ALL is one bucket holding every task (migration 0011), read when a filter has no dates.
 ALL, MONTH, DAY, HOUR = "a", "m", "d", "h"
 TOTALS_GRAINS = {True: (ALL, MONTH, DAY, HOUR), False: (ALL, MONTH, DAY)}
 BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}

@@ -98,7 +98,9 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
             items.append(item)
             out[attempt_id] = Settled(attempt_id, task_id, row["reported_status"], report_due=due)
         done = _rows(conn, "task_complete_batch_from_attempts",
-                     {"reports": json.dumps(items), "now": now}) if items else []
+                     {"reports": json.dumps(items), "now": now,
+                      "task_ids": [i["task_id"] for i in items],
+                      "attempt_ids": [i["attempt_id"] for i in items]}) if items else []
         if model_calls:
             queue.throttle_recover(conn, model_calls, now=now)
     for row in done:

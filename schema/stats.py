@@ -44,7 +44,7 @@ class TaskFilter:
 
 # A completed result whose overall confidence is below this needs a person to check it: the
 # agents lower confidence when a cross-check fails (totals that do not add up, a scan read by OCR).
-# SQL's quire_needs_review (migration 0010) holds the same threshold; a test checks they agree.
+# SQL's quire_needs_review (migration 0011) holds the same threshold; a test checks they agree.
 REVIEW_CONFIDENCE = 0.6
 
 

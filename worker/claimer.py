@@ -70,9 +70,8 @@ class Claimer:
 
     def free(self, executor: Executor) -> int:
         """Slots this worker has left for runs of this executor."""
-        if executor.local:
-            return self.config.concurrency - self.table.count(local=True)
-        return self.config.max_remote_runs - self.table.count(local=False)
+        slots = self.config.concurrency if executor.local else self.config.max_remote_runs
+        return slots - self.table.slots_taken(local=executor.local, slots=slots)
 
     @property
     def counters(self) -> WorkerCounters:
@@ -95,6 +94,10 @@ class Claimer:
         """One round: each throttled agent in turn, then every other agent in one claim statement."""
         if self.paused or not self.free_any():
             return 0
+        with logs.batched():
+            return self._claim_round()
+
+    def _claim_round(self) -> int:
         with self.table.connection() as conn:
             agents = self._agents_now(conn)
         claimed = self._claim_throttled(agents)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterator
 
 log = logging.getLogger("quire.worker")
 
@@ -25,10 +27,44 @@ def change(entity: str, event: str, *, level: int = logging.INFO, **fields: Any)
     """Logs one state change as a JSON object: ts, entity, event, then the given fields."""
     if entity not in ENTITIES:
         raise ValueError(f"unknown log entity {entity!r}")
+    if not log.isEnabledFor(level):
+        return
     record = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
               "entity": entity, "event": event}
     record.update({k: v for k, v in fields.items() if v is not None})
-    log.log(level, json.dumps(record, default=_default, separators=(",", ":")))
+    line = _encode(record)
+    lines = getattr(_batch, "lines", None)
+    if lines is not None and level == logging.INFO:
+        lines.append(line)
+        return
+    _emit(level, line)
+
+
+def _emit(level: int, message: str) -> None:
+    # The record is made here: Logger.log would walk the stack for a caller no line shows.
+    log.handle(log.makeRecord(log.name, level, __file__, 0, message, None, None))
+
+
+_batch = threading.local()
+
+
+@contextmanager
+def batched() -> Iterator[None]:
+    """The INFO lines this thread logs inside are written together when it ends: one log record
+    of many lines (still one JSON object per line), not one write per line."""
+    if getattr(_batch, "lines", None) is not None:  # nested: the outer batch writes them
+        yield
+        return
+    _batch.lines = lines = []
+    try:
+        yield
+    finally:
+        _batch.lines = None
+        if lines:
+            _emit(logging.INFO, "\n".join(lines))
+
+
+_encode = json.JSONEncoder(default=_default, separators=(",", ":")).encode
 
 
 _last_problem: dict[tuple[str, str], float] = {}

@@ -95,9 +95,22 @@ class RunTable:
             return len(self._runs)
 
     def count(self, *, local: bool) -> int:
-        """Runs that occupy a local slot (local=True) or run elsewhere (local=False)."""
+        """Runs in the table, local (local=True) or elsewhere (local=False), ended or not."""
         with self._lock:
             return sum(1 for r in self._runs.values() if r.executor.local == local)
+
+    def slots_taken(self, *, local: bool, slots: int) -> int:
+        """How many of `slots` are in use: runs still running, plus ended runs not yet settled
+        beyond one full set of slots (so settling never falls further behind than that).
+
+        A run that ended frees its slot at once: the next claim need not wait for its settlement,
+        which the heartbeats do meanwhile, many runs in one statement. A local run is asked whether
+        it still runs (cheap); a remote one counts as running until its end was seen.
+        """
+        with self._lock:
+            runs = [r for r in self._runs.values() if r.executor.local == local]
+        ended = sum(1 for r in runs if r.exit is not None or (local and not r.executor.is_alive(r.handle)))
+        return len(runs) - ended + max(0, ended - slots)
 
     # -- starting -------------------------------------------------------------------------------
 
@@ -249,6 +262,10 @@ class RunTable:
 
     def settle_many(self, runs: list[Run]) -> None:
         """Settles ended runs: compute and plain completions in one transaction, the rest one by one."""
+        with logs.batched():
+            self._settle_many(runs)
+
+    def _settle_many(self, runs: list[Run]) -> None:
         pending = list(runs)
         while pending:
             for run in pending:

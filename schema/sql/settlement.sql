@@ -28,7 +28,8 @@ WITH input AS (
         pages = coalesce(i.pages, t.pages),
         finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     FROM input i
-    WHERE t.id = i.task_id AND i.complete AND t.status IN ('enqueued', 'processing')
+    WHERE t.id = i.task_id AND t.id = ANY(%(task_ids)s::bigint[])  -- found by primary key
+      AND i.complete AND t.status IN ('enqueued', 'processing')
     RETURNING t.id, i.attempt_id
 ), settled AS (
     UPDATE task_attempts a SET
@@ -58,12 +59,14 @@ WITH input AS (
         error = CASE WHEN d.id IS NOT NULL THEN NULL ELSE a.error END,
         finished_at = CASE WHEN d.id IS NOT NULL THEN coalesce(%(now)s, now()) ELSE a.finished_at END
     FROM input i LEFT JOIN done d ON d.attempt_id = i.attempt_id
-    WHERE a.id = i.attempt_id
+    WHERE a.id = i.attempt_id AND a.id = ANY(%(attempt_ids)s::bigint[])  -- found by primary key
     RETURNING a.id
 ), superseded AS (
     UPDATE task_attempts s SET status = 'superseded', finished_at = coalesce(%(now)s, now())
     FROM done d
-    WHERE s.task_id = d.id AND s.id <> d.attempt_id AND s.status = 'processing'
+    -- status::text: found through the task's attempts, not by walking the partial index of
+    -- processing attempts, which holds the entries of every attempt settled since the last vacuum.
+    WHERE s.task_id = d.id AND s.id <> d.attempt_id AND s.status::text = 'processing'
       AND s.id NOT IN (SELECT attempt_id FROM input)
     RETURNING s.id, s.task_id
 )

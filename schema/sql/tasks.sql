@@ -109,7 +109,9 @@ WITH wanted AS (
     ) head CROSS JOIN LATERAL (
         SELECT t.id, t.priority, head.ranks[array_position(head.ids, t.id)] AS fair_rank, t.created_at
         FROM tasks t
-        WHERE t.id = ANY(head.ids) AND t.agent = w.name AND t.status = 'enqueued' AND NOT t.held
+        -- status::text: a comparison no partial claim index matches, so these few rows are found
+        -- by primary key, never by walking a claim index past the entries of claimed tasks.
+        WHERE t.id = ANY(head.ids) AND t.agent = w.name AND t.status::text = 'enqueued' AND NOT t.held
           AND t.run_after <= coalesce(%(now)s, now())
         ORDER BY t.priority DESC, 3, t.created_at, t.id
         LIMIT w.slots

@@ -44,6 +44,11 @@ def noop_report(launch: Launch) -> dict[str, Any]:
             "input_tokens": 0, "output_tokens": 0, "llm_cost_usd": 0.0}
 
 
+# The done flag of every run that ended within its start: set once, never cleared.
+_ENDED = threading.Event()
+_ENDED.set()
+
+
 class NoopExecutor(Executor):
     """No work at all: a signed POST to the callback URL, or a report the worker applies itself.
 
@@ -57,11 +62,15 @@ class NoopExecutor(Executor):
         self.config = config or NoopConfig()
 
     def start(self, launch: Launch, on_exit: OnExit) -> NoopHandle:
-        handle = NoopHandle(attempt_id=launch.attempt_id, started=time.monotonic())
         delay = float((launch.agent.settings or {}).get("delay_seconds", 0) or 0)
-        if delay <= 0:
-            self._fire(handle, launch, on_exit)
+        if delay <= 0:  # ended already: its report is kept like an agent's report file
+            handle = NoopHandle(attempt_id=launch.attempt_id, started=time.monotonic(), done=_ENDED,
+                                report=noop_report(launch))
+            if launch.callback_url:
+                handle.error = self._post(launch, handle.report)
+            on_exit()
             return handle
+        handle = NoopHandle(attempt_id=launch.attempt_id, started=time.monotonic())
         handle.timer = threading.Timer(delay, self._fire, args=(handle, launch, on_exit))
         handle.timer.daemon = True
         handle.timer.start()
