@@ -199,6 +199,11 @@ class Claimer:
                 logs.change("task", "handed_back", task=claim.task.id, attempt=claim.attempt_id,
                             worker=self.worker_id)
 
+    def gather_seconds(self) -> float:
+        """How long to let wake-ups gather before the next round: none while the last round found
+        less work than slots (a new task is claimed at once), a moment while slots were short."""
+        return 0.0 if self._ran_dry else self.config.gather_seconds
+
     def next_wait(self) -> float:
         """How long to wait for a wake-up before looking again: the poll, or the next backoff."""
         if not self._ran_dry:  # every slot was filled: the end of a run wakes the claimer

@@ -85,3 +85,7 @@ BEGIN
     ON CONFLICT (customer, month) DO UPDATE SET llm_cost_usd = s.llm_cost_usd + excluded.llm_cost_usd;
     RETURN NULL;
 END $$;
+
+-- An attempt's task is found through the unique (task_id, attempt_no) index; a second index on
+-- task_id alone only cost every claim and settlement one more index entry per attempt.
+DROP INDEX task_attempts_task_idx;
