@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -19,7 +20,11 @@ log = logging.getLogger(__name__)
 
 _RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 _MAX_RETRIES = 3
-_MAX_RETRY_AFTER = 30.0
+_MAX_RETRY_AFTER = 120.0
+# A 429 is the endpoint's quota speaking, not a fault: the call waits out each Retry-After within
+# the attempt (the orchestrator learns of it from the report and slows the agent down), for at most
+# this many seconds of waiting in all, before the attempt gives up.
+_DEFAULT_RATE_LIMIT_WAIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -103,27 +108,40 @@ class ChatClient:
     def _post_with_retries(self, messages: list[dict], usage: Any = None) -> ChatResult:
         url = f"{self.endpoint.base_url}/chat/completions"
         last_error = "no attempt made"
-        delay: float | None = None
-        for attempt in range(_MAX_RETRIES + 1):
-            if attempt:
-                wait = delay if delay is not None else min(2.0 ** (attempt - 1), _MAX_RETRY_AFTER)
-                log.warning("LLM call failed (%s); retry %d in %.1fs", last_error, attempt, wait)
-                time.sleep(wait)
-            delay = None
+        failures = 0          # errors other than rate limits, each retried with backoff
+        rate_limited_wait = 0.0
+        wait_budget = float(os.environ.get("QUIRE_LLM_RATE_LIMIT_WAIT_SECONDS", _DEFAULT_RATE_LIMIT_WAIT))
+        while True:
             try:
                 response = self._post(url, messages)
             except httpx.TransportError as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code == 200:
+                response = None
+            if response is not None and response.status_code == 200:
                 return self._parse(response, messages)
-            last_error = f"HTTP {response.status_code}: {response.text[:500]}"
-            if response.status_code not in _RETRY_STATUSES:
-                raise ExtractionError(f"LLM endpoint answered {last_error}")
-            delay = _retry_after(response)
-            if response.status_code == 429 and usage is not None:
-                usage.note_rate_limited(delay)
-        raise ExtractionError(f"LLM endpoint failed after {_MAX_RETRIES} retries: {last_error}")
+            if response is not None:
+                last_error = f"HTTP {response.status_code}: {response.text[:500]}"
+                if response.status_code not in _RETRY_STATUSES:
+                    raise ExtractionError(f"LLM endpoint answered {last_error}")
+            delay = _retry_after(response) if response is not None else None
+            if response is not None and response.status_code == 429:
+                if usage is not None:
+                    usage.note_rate_limited(delay)
+                # Waits a little past the Retry-After, spread out, so the calls that were refused
+                # together do not all come back in the same instant.
+                wait = (delay if delay is not None else 1.0) * (1.0 + 0.1 * random.random())
+                if rate_limited_wait + wait > wait_budget:
+                    raise ExtractionError(f"LLM endpoint still rate limited after {rate_limited_wait:.0f}s "
+                                          f"of waiting: {last_error}")
+                rate_limited_wait += wait
+                log.warning("LLM endpoint rate limited the call; retrying in %.1fs", wait)
+            else:
+                failures += 1
+                if failures > _MAX_RETRIES:
+                    raise ExtractionError(f"LLM endpoint failed after {_MAX_RETRIES} retries: {last_error}")
+                wait = delay if delay is not None else min(2.0 ** (failures - 1), _MAX_RETRY_AFTER)
+                log.warning("LLM call failed (%s); retry %d in %.1fs", last_error, failures, wait)
+            time.sleep(wait)
 
     def _post(self, url: str, messages: list[dict]) -> httpx.Response:
         response = self._http.post(url, json=self._body(messages),
@@ -154,9 +172,13 @@ class ChatClient:
 
 
 def _retry_after(response: httpx.Response) -> float | None:
+    """The Retry-After header in seconds (or retry-after-ms), at most _MAX_RETRY_AFTER; None if absent."""
+    raw_ms = response.headers.get("retry-after-ms")
     raw = response.headers.get("retry-after")
     try:
-        return min(float(raw), _MAX_RETRY_AFTER) if raw else None
+        if raw_ms:
+            return min(max(float(raw_ms) / 1000.0, 0.0), _MAX_RETRY_AFTER)
+        return min(max(float(raw), 0.0), _MAX_RETRY_AFTER) if raw else None
     except ValueError:
         return None
 

@@ -28,6 +28,7 @@ class CheckedDocument:
     data: bytes
     sha256: str
     pages: int
+    chars: int | None = None  # characters of the text layer (None: a scan without one)
 
     @property
     def size(self) -> int:
@@ -69,7 +70,8 @@ def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None =
         raise DocumentRejected(f"{name}: the PDF is damaged and cannot be read ({exc})") from exc
     try:
         pages = len(pdf)
-        scanned = pages > 0 and not _has_text(pdf)
+        chars = _text_chars(pdf)
+        scanned = pages > 0 and not chars
     finally:
         pdf.close()
     if pages == 0:
@@ -81,21 +83,23 @@ def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None =
         problem = ocr_problem()
         if problem:
             raise DocumentRejected(f"{name}: the PDF is a scanned image without text, and {problem}")
-    return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=pages)
+    return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=pages,
+                           chars=chars or None)
 
 
-def _has_text(pdf) -> bool:
-    """Whether any page has a text layer (a scan has only images)."""
+def _text_chars(pdf) -> int:
+    """The characters of every page's text layer (0 for a scan, which has only images): what a
+    model will read, and so what sizes the document's token reservation."""
+    total = 0
     for index in range(len(pdf)):
         page = pdf[index]
         textpage = page.get_textpage()
         try:
-            if textpage.count_chars() > 0:
-                return True
+            total += max(0, textpage.count_chars())
         finally:
             textpage.close()
             page.close()
-    return False
+    return total
 
 
 def safe_name(name: str) -> str:

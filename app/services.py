@@ -359,6 +359,7 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
     entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
                     priority=options.priority, customer=options.customer or None, document_name=doc.name,
                     document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
+                    document_chars=doc.chars,
                     parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
                     batch_id=options.batch_id, held=options.held)
                for _, doc in fresh.values()]

@@ -42,6 +42,7 @@ class RateLimitedChat:
         self.tokens = 0
         self.first_at: float | None = None
         self.last_at: float | None = None
+        self.refusals: list[float] = []  # when each 429 was answered (time.monotonic)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -94,6 +95,7 @@ class RateLimitedChat:
                         wait = max(1.0, at + 60 - now)
                         break
                 self.rate_limited += 1
+                self.refusals.append(now)
                 return 429, {"error": {"message": "rate limit exceeded", "type": "rate_limit"}}, {
                     "Retry-After": str(math.ceil(wait))}
             self.window.append((now, need))

@@ -2,14 +2,16 @@
 
     python bench/ratelimit.py                        # TPM 40,000; app/samples + 48 generated PDFs
     python bench/ratelimit.py --tpm 20000 --generated 20 --concurrency 8
+    python bench/ratelimit.py --tpm 40000 --quota 20000   # the endpoint allows less than max_tpm
     QUIRE_DATABASE_URL=postgresql://... python bench/ratelimit.py
 
-The endpoint (bench/fake_llm.py) allows --tpm tokens over any sliding minute and answers 429 with
-Retry-After beyond it. The agent is configured with max_tpm equal to that quota. Documents go in
+The endpoint (bench/fake_llm.py) allows --quota tokens (default: --tpm) over any sliding minute and
+answers 429 with Retry-After beyond it. The agent is configured with max_tpm --tpm. Documents go in
 through the one submit service (the upload page's), the real `quire worker` process runs them
 with the local executor and `--extractor llm`. Printed: the endpoint's 429s, the makespan (first
 claim to last finish), the minimum the quota allows (total tokens / TPM), their ratio, and the
-quota's utilisation over the makespan.
+quota's utilisation over the makespan; every --every seconds, the agent's effective TPM and
+concurrency, the tokens it reserved in the window and the 429s of that interval.
 """
 
 from __future__ import annotations
@@ -45,13 +47,28 @@ def documents(generated: int, seed: int) -> list[Path]:
     return pdfs
 
 
+def timeline(conn, at: float, endpoint: RateLimitedChat, seen: int) -> int:
+    """Prints one line of the timeline; returns the 429s counted so far."""
+    agent = queue.get_agent(conn, "llm")
+    window = int(scalar(conn, "SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0) "
+                              "FROM task_attempts WHERE agent = 'llm' AND (status = 'processing' OR "
+                              "coalesce(finished_at, started_at) > now() - interval '60 seconds')"))
+    refused = endpoint.stats()["rate_limited"]
+    print(f"timeline: {at:4.0f}  {agent.effective_tpm or agent.max_tpm:>13,}  "
+          f"{agent.effective_concurrency or '-':>11}  {window:>18,}  {refused - seen:>4}", flush=True)
+    return refused
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tpm", type=int, default=40_000, help="the endpoint's quota and the agent's max_tpm")
+    parser.add_argument("--tpm", type=int, default=40_000, help="the agent's max_tpm (and the endpoint's quota)")
+    parser.add_argument("--quota", type=int, help="the endpoint's quota, when it differs from --tpm")
+    parser.add_argument("--every", type=float, default=10.0, help="seconds between lines of the timeline")
     parser.add_argument("--generated", type=int, default=48, help="generated PDFs beside the samples")
     parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument("--concurrency", type=int, default=8, help="quire worker --concurrency")
     args = parser.parse_args()
+    quota = args.quota or args.tpm
     server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
     if not server:
         server, tmp = start_server()
@@ -67,9 +84,9 @@ def main() -> int:
             results = submit_documents(conn, settings, [Upload(p.name, p.read_bytes()) for p in pdfs],
                                        SubmitOptions(agent="llm", rerun_duplicates=True), "bench")
         created = sum(r.outcome == "created" for r in results)
-        print(f"{created} documents ({len(pdfs)} PDFs); endpoint quota and max_tpm {args.tpm:,} TPM; "
+        print(f"{created} documents ({len(pdfs)} PDFs); endpoint quota {quota:,} TPM, max_tpm {args.tpm:,}; "
               f"worker concurrency {args.concurrency}", flush=True)
-        with RateLimitedChat(args.tpm) as endpoint:
+        with RateLimitedChat(quota) as endpoint:
             env = quire_env(dsn, data_dir)
             env.update(QUIRE_LLM_BASE_URL=endpoint.url, QUIRE_LLM_API_KEY="x")  # the model is the agent's
             log = open(data_dir / "worker.log", "w")
@@ -77,10 +94,16 @@ def main() -> int:
                                        str(args.concurrency)], env=env, stdout=log, stderr=log)
             try:
                 with db.connect(dsn) as conn:
+                    started, shown, seen = time.monotonic(), 0.0, 0
+                    print("timeline:   s  effective tpm  concurrency  reserved in window  429s", flush=True)
                     while scalar(conn, "SELECT count(*) FROM tasks WHERE status IN ('enqueued', 'processing')"):
                         if worker.poll() is not None:
                             raise RuntimeError((data_dir / "worker.log").read_text()[-2000:])
+                        if time.monotonic() - started >= shown + args.every:
+                            shown += args.every
+                            seen = timeline(conn, shown, endpoint, seen)
                         time.sleep(0.5)
+                    timeline(conn, time.monotonic() - started, endpoint, seen)
                     makespan = float(scalar(conn, "SELECT extract(epoch FROM max(finished_at) - min(started_at)) "
                                                   "FROM task_attempts"))
                     statuses = {r["status"]: r["n"] for r in conn.execute(
@@ -97,8 +120,12 @@ def main() -> int:
             stats = endpoint.stats()
         if not stats["tokens"]:
             raise RuntimeError(f"the endpoint served nothing: tasks {statuses}")
-        minimum = stats["tokens"] / args.tpm * 60
+        minimum = stats["tokens"] / quota * 60
         print(f"tasks: {statuses}")
+        refusals = sorted(endpoint.refusals)
+        if refusals:
+            print(f"429s from {refusals[0] - endpoint.first_at:.0f} s to {refusals[-1] - endpoint.first_at:.0f} s "
+                  "after the endpoint's first answer")
         print(f"429s: {stats['rate_limited']}   (the agent's adaptive limits: tpm {agent.effective_tpm}, "
               f"concurrency {agent.effective_concurrency}; rate limits seen {agent.rate_limited_total})")
         print(f"tokens: {stats['tokens']:,} answered by the endpoint, {reported:,} reported by the agents")

@@ -28,6 +28,11 @@ TOKENS_PER_PAGE = 650
 TOKENS_OVERHEAD = 900
 BYTES_PER_PAGE = 50_000
 DEFAULT_ESTIMATE_PAGES = 4
+# From the text itself: a token for every three characters read (most tokenizers take three to four
+# of business text; the model also sees the offline rules' reading), plus the instructions (about
+# 3,300 characters) and the JSON answer.
+CHARS_PER_TOKEN = 3
+TEXT_TOKENS_OVERHEAD = 1500
 # How far past `limit` a throttled claim looks for tasks that fit the remaining budget.
 ADMISSION_SCAN_FACTOR = 10
 ADMISSION_SCAN_MIN = 100
@@ -128,13 +133,16 @@ def agents_with_backlog(conn: psycopg.Connection, *, now: datetime | None = None
 
 # -- enqueue ------------------------------------------------------------------------------------
 
-def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = None) -> int:
-    """A token estimate before the document is read.
+def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = None,
+                    document_chars: int | None = None) -> int:
+    """A token estimate before the document is read by a model.
 
-    From pages: 650 tokens a page (a dense page of business text) plus 900 for the instructions
-    and the structured answer. From the file size alone: one page per 50 kB, at least one.
-    Neither: four pages.
+    From the characters of its text: one token for every three, plus 1,500 for the instructions
+    and the structured answer. Else from pages: 650 tokens a page (a dense page of business text)
+    plus 900. From the file size alone: one page per 50 kB, at least one. Nothing: four pages.
     """
+    if document_chars:
+        return TEXT_TOKENS_OVERHEAD + math.ceil(document_chars / CHARS_PER_TOKEN)
     if pages is None and document_bytes is not None:
         pages = max(1, math.ceil(document_bytes / BYTES_PER_PAGE))
     if pages is None:
@@ -143,8 +151,8 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
 
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
-                  "document_bytes", "pages", "estimated_tokens", "estimate_is_static", "max_attempts",
-                  "parent_id", "batch_id", "held")
+                  "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
+                  "max_attempts", "parent_id", "batch_id", "held")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 
 
@@ -152,6 +160,7 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
             customer: str | None = None, estimated_tokens: int | None = None,
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
+            document_chars: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
             max_attempts: int = 3, batch_id: int | None = None, held: bool = False,
             now: datetime | None = None) -> Task:
@@ -160,8 +169,8 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
     [task] = enqueue_many(conn, [dict(
         agent=agent, document_uri=document_uri, priority=priority, customer=customer,
         estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
-        pages=pages, document_bytes=document_bytes, parent_id=parent_id, max_attempts=max_attempts,
-        batch_id=batch_id, held=held)],
+        pages=pages, document_bytes=document_bytes, document_chars=document_chars, parent_id=parent_id,
+        max_attempts=max_attempts, batch_id=batch_id, held=held)],
         submitted_by=submitted_by, now=now)
     return task
 
@@ -172,8 +181,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
     if unknown:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
     task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
-            "document_bytes": None, "pages": None, "estimated_tokens": None, "max_attempts": 3,
-            "parent_id": None, "batch_id": None, "held": False, **item}
+            "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
+            "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, **item}
     try:
         _require_text(task.get("agent"), "agent")
         _require_text(task.get("document_uri"), "document_uri")
@@ -182,6 +191,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         for key in ("pages", "document_bytes"):
             if task[key] is not None:
                 _require_int(task[key], key, low=0)
+        if task["document_chars"] is not None:
+            _require_int(task["document_chars"], "document_chars", low=1, high=2**31 - 1)
         if task["parent_id"] is not None:
             _require_int(task["parent_id"], "parent_id", low=1)
         if task["batch_id"] is not None:
@@ -191,7 +202,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         # A static estimate is replaced at claim by what the agent learned documents cost.
         task["estimate_is_static"] = task["estimated_tokens"] is None
         if task["estimated_tokens"] is None:
-            task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"])
+            task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"],
+                                                       document_chars=task["document_chars"])
         _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
         if task["document_sha256"] is not None and not payloads.is_sha256(task["document_sha256"]):
             raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
@@ -282,6 +294,15 @@ def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, lim
                   executors=[None], pools=["all"], slots=[limit])
     with _tx(conn):
         return _claims(_claim_admitted(conn, params, limit=limit, now=now))
+
+
+def admission_reopens_in(conn: psycopg.Connection, agent: str, *, now: datetime | None = None) -> float | None:
+    """Seconds until a throttled agent's admission may admit more with no run ending (Retry-After
+    over, or tokens leaving the window); None when only a run's end can make room."""
+    row = _row(conn, "agent_admission_reopens_one", {"agent": agent, "now": now})
+    if row is None or row["seconds"] is None:
+        return None
+    return max(0.0, float(row["seconds"]))
 
 
 def _claim_admitted(conn: psycopg.Connection, params: dict[str, Any], *, limit: int,
@@ -420,12 +441,15 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
         return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
 
 
-# Adaptive throttle (AIMD): a rate limit halves the agent's effective TPM and concurrency; each
-# attempt that ran without one gives back 2% of the TPM and one slot, up to 90% of the TPM that met
-# the limit, and after five quiet minutes up to the configured limits.
-THROTTLE_FACTOR = 0.5
+# Adaptive throttle (AIMD): a rate limit cuts the agent's effective TPM and concurrency to 70% of
+# the rate it sent at (the tokens the endpoint served in the minute before, its quota near enough),
+# and admission waits out the Retry-After. Each attempt that ran without one gives back 5% of the
+# configured TPM and one slot, up to 95% of the rate that met the limit; after five quiet minutes,
+# up to the configured limits.
+THROTTLE_FACTOR = 0.7
 THROTTLE_FLOOR_TPM = 1000
-THROTTLE_STEP = 0.02
+THROTTLE_STEP = 0.05
+THROTTLE_CEILING_SHARE = 0.95
 THROTTLE_QUIET_SECONDS = 300
 
 
@@ -444,7 +468,7 @@ def throttle_recover(conn: psycopg.Connection, successes: Mapping[str, int], *,
         return []
     return _rows(conn, "agent_throttle_recover_list", {
         "agents": list(successes), "counts": list(successes.values()), "step": THROTTLE_STEP,
-        "quiet_seconds": THROTTLE_QUIET_SECONDS, "now": now})
+        "ceiling_share": THROTTLE_CEILING_SHARE, "quiet_seconds": THROTTLE_QUIET_SECONDS, "now": now})
 
 
 def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_id: int,

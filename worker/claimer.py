@@ -62,6 +62,9 @@ class Claimer:
         self._agents: dict[str, Agent] = {}
         self._agents_read_at: float | None = None
         self._ran_dry = True
+        # When a throttled agent's admission reopens with no run ending (its window frees, or a
+        # Retry-After ends): nothing else would wake the claimer then.
+        self._throttle_reopens_at: float | None = None
 
     @property
     def worker_id(self) -> str:
@@ -157,6 +160,17 @@ class Claimer:
             self._count_throttled(cut_short)
         return claimed
 
+    def _note_reopening(self, agents: list[str]) -> None:
+        """Remembers when the first of these throttled agents may admit again without a run ending."""
+        waits = []
+        with self.table.connection() as conn:
+            for name in agents:
+                wait = queue.admission_reopens_in(conn, name)
+                if wait is not None:
+                    waits.append(wait)
+        if waits:
+            self._throttle_reopens_at = time.monotonic() + min(waits)
+
     def _launch(self, claims: list, agents: dict[str, Agent]) -> None:
         """Starts each claimed attempt on its agent's executor (or hands it back while pausing)."""
         for claim in claims:
@@ -183,7 +197,12 @@ class Claimer:
         except Exception as exc:  # a figure for /metrics must not fail a round that claimed
             logs.problem("count throttled claims", exc, worker=self.worker_id)
             return
-        self.counters.add("throttled_claims", sum(name in backlog for name in agents))
+        held = [name for name in agents if name in backlog]
+        self.counters.add("throttled_claims", len(held))
+        try:
+            self._note_reopening(held)
+        except Exception as exc:  # the poll interval still bounds the wait
+            logs.problem("throttled admission reopening", exc, worker=self.worker_id)
 
     def _skip(self, agent: str, executor: str | None) -> None:
         """Logs, once per agent, an agent whose executor this worker lacks."""
@@ -207,7 +226,15 @@ class Claimer:
         return 0.0 if self._ran_dry else self.config.gather_seconds
 
     def next_wait(self) -> float:
-        """How long to wait for a wake-up before looking again: the poll, or the next backoff."""
+        """How long to wait for a wake-up before looking again: the poll, the next backoff, or when
+        a throttled agent's admission reopens."""
+        wait = self._next_wait()
+        reopens_at, self._throttle_reopens_at = self._throttle_reopens_at, None
+        if reopens_at is not None:
+            wait = min(wait, max(0.0, reopens_at - time.monotonic()) + 0.01)
+        return wait
+
+    def _next_wait(self) -> float:
         if not self._ran_dry:  # every slot was filled: the end of a run wakes the claimer
             return self.config.poll_seconds
         try:

@@ -64,9 +64,9 @@ WHERE name = %(agent)s AND config_error IS DISTINCT FROM %(error)s
 RETURNING name;
 
 -- name: agent_throttle_back_off
--- The model endpoint rate-limited an attempt (HTTP 429): halve the agent's effective TPM and
--- concurrency (from what it ran at: configured, adaptive, or observed), remember the tokens that
--- reached the endpoint in the last minute (its quota, near enough), and admit nothing until its
+-- The model endpoint rate-limited an attempt (HTTP 429): cut the agent's effective TPM and
+-- concurrency to a share (seven tenths) of what it ran at (configured, adaptive, or observed), remember
+-- the tokens that reached the endpoint in the last minute (its quota, near enough), and admit nothing until its
 -- Retry-After. Reports of attempts started before the
 -- last back-off only count: one cut per round of work, as AIMD takes one per round trip.
 WITH observed AS (
@@ -105,7 +105,7 @@ RETURNING a.effective_tpm, a.effective_concurrency, r.cut;
 
 -- name: agent_throttle_recover_list
 -- Attempts of backed-off agents ran without a rate limit: raise each agent's effective TPM and
--- concurrency additively (per attempt), up to nine tenths of the TPM that met the last limit; after a
+-- concurrency additively (per attempt), up to a share (nineteen twentieths) of the TPM that met the last limit; after a
 -- quiet spell, back up to the configured limits, where the adaptive limits end (NULL).
 WITH ok AS (
     SELECT agent, sum(n)::integer AS n
@@ -114,7 +114,7 @@ WITH ok AS (
 ), target AS (
     SELECT a.name, ok.n,
            CASE WHEN a.last_rate_limited_at > coalesce(%(now)s, now()) - make_interval(secs => %(quiet_seconds)s)
-                THEN least(coalesce(a.max_tpm, a.throttle_ceiling_tpm), floor(0.9 * a.throttle_ceiling_tpm))
+                THEN least(coalesce(a.max_tpm, a.throttle_ceiling_tpm), floor(%(ceiling_share)s * a.throttle_ceiling_tpm))
                 ELSE a.max_tpm END AS tpm_cap,
            greatest(100, ceil(%(step)s * coalesce(a.max_tpm, a.throttle_ceiling_tpm, 0))) AS tpm_step
     FROM agents a JOIN ok ON ok.agent = a.name
@@ -134,3 +134,17 @@ UPDATE agents a SET
 FROM target t
 WHERE a.name = t.name
 RETURNING a.name, a.effective_tpm, a.effective_concurrency;
+
+-- name: agent_admission_reopens_one
+-- When a throttled agent's admission may next admit more without any run ending: when its
+-- Retry-After pause ends, else when the oldest ended attempt in its token window leaves it (NULL:
+-- only running attempts hold the window, and the end of one wakes the claimer anyway).
+SELECT extract(epoch FROM (
+    CASE WHEN a.throttled_until > coalesce(%(now)s, now()) THEN a.throttled_until
+         ELSE (SELECT min(coalesce(t.finished_at, t.started_at)) + interval '60 seconds'
+                 FROM task_attempts t
+                WHERE t.agent = a.name AND t.status <> 'processing'
+                  AND coalesce(t.finished_at, t.started_at) > coalesce(%(now)s, now()) - interval '60 seconds')
+    END - coalesce(%(now)s, now())))::float8 AS seconds
+FROM agents a
+WHERE a.name = %(agent)s;

@@ -17,20 +17,21 @@ WITH actor AS (
     SELECT set_config('quire.actor', coalesce(%(submitted_by)s, ''), true) AS actor
 )
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
-                   document_bytes, pages, estimated_tokens, estimate_is_static, max_attempts, parent_id,
-                   batch_id, held, submitted_by, run_after, created_at, updated_at)
+                   document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
+                   parent_id, batch_id, held, submitted_by, run_after, created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
-       r.document_bytes, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts, r.parent_id,
-       r.batch_id, r.held, %(submitted_by)s,
+       r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts,
+       r.parent_id, r.batch_id, r.held, %(submitted_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
                              %(document_uri)s::text[], %(document_name)s::text[],
                              %(document_sha256)s::text[], %(document_bytes)s::bigint[],
-                             %(pages)s::integer[], %(estimated_tokens)s::integer[],
+                             %(document_chars)s::integer[], %(pages)s::integer[],
+                             %(estimated_tokens)s::integer[],
                              %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
                              %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[])
      WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
-                          document_bytes, pages, estimated_tokens, estimate_is_static, max_attempts,
+                          document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
                           parent_id, batch_id, held, ord)
 ORDER BY r.ord
 RETURNING *;
@@ -58,7 +59,7 @@ FOR UPDATE OF t;
 -- Fair share: ranked by quire_claim_candidates (customers take turns within a priority).
 SELECT t.id, t.priority, t.waiting_since,
        CASE WHEN t.estimate_is_static
-            THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes), t.estimated_tokens)
+            THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes, t.document_chars), t.estimated_tokens)
             ELSE t.estimated_tokens END AS estimated_tokens
 FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(scan)s) c
 JOIN tasks t ON t.id = c.id
@@ -133,7 +134,7 @@ WITH wanted AS (
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
            -- The reservation: what this agent's documents were learned to cost, else the estimate.
            CASE WHEN t.estimate_is_static
-                THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes), t.estimated_tokens)
+                THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes, t.document_chars), t.estimated_tokens)
                 ELSE t.estimated_tokens END,
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won
            coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())

@@ -55,10 +55,11 @@ def test_rate_limits_back_off_once_per_round_and_recover_additively(conn, db_dsn
         run_one(conn, pages=1, tokens=1000, now=T0, rate_limited=2, retry_after_seconds=7)
         assert [n.channel for n in listener.notifies(timeout=2.0, stop_after=1)] == ["quire_agents"]
     agent = queue.get_agent(conn, "docs")
-    # Half the rate it sent at (31,000 tokens in the minute, under its 40,000 limit), half its slots.
-    assert (agent.effective_tpm, agent.effective_concurrency) == (15_500, 4)
+    # Seven tenths of the rate it sent at (31,000 tokens in the minute, under its 40,000 limit), and
+    # of its slots: a cut that stays near the quota the endpoint showed.
+    assert (agent.effective_tpm, agent.effective_concurrency) == (21_700, 5)
     assert agent.rate_limited_total == 2 and agent.throttled_until == T0 + timedelta(seconds=7)
-    assert agent.tpm_limit == 15_500 and agent.concurrency_limit == 4
+    assert agent.tpm_limit == 21_700 and agent.concurrency_limit == 5
     # Admission waits out the Retry-After (and the minute's budget).
     queue.enqueue(conn, agent="docs", document_uri="/d/wait.pdf", pages=1, now=T0)
     assert queue.claim(conn, agent="docs", worker_id="w", now=T0 + timedelta(seconds=3)) == []
@@ -69,23 +70,48 @@ def test_rate_limits_back_off_once_per_round_and_recover_additively(conn, db_dsn
     # the 14,000 tokens sent in the last minute.
     queue.apply_callback(conn, late.attempt_id, report(1000, 1, rate_limited=1), now=T0 + timedelta(seconds=41))
     agent = queue.get_agent(conn, "docs")
-    # (The four that ran without a 429 gave the slots back: half of the configured 8 again.)
-    assert (agent.effective_tpm, agent.effective_concurrency) == (7_000, 4)
+    # (The four that ran without a 429 gave the slots back: seven tenths of the configured 8 again.)
+    assert (agent.effective_tpm, agent.effective_concurrency) == (9_800, 5)
     assert agent.rate_limited_total == 3
-    # Attempts without 429s raise the limits additively (2% of 40,000 and one slot each), up to
-    # nine tenths of the rate that met the last limit.
+    # Attempts without 429s raise the limits additively (5% of 40,000 and one slot each), up to
+    # nineteen twentieths of the rate that met the last limit.
     clock = T0 + timedelta(minutes=2)
-    for n in range(3):
-        run_one(conn, pages=1, tokens=1000, now=clock + timedelta(seconds=10 * n))
+    run_one(conn, pages=1, tokens=1000, now=clock)
     agent = queue.get_agent(conn, "docs")
-    assert agent.effective_tpm == 7_000 + 3 * 800 and agent.effective_concurrency == 7
+    assert agent.effective_tpm == 9_800 + 2_000 and agent.effective_concurrency == 6
     for n in range(20):  # ten seconds apart, so the token budget of the minute always has room
-        run_one(conn, pages=1, tokens=1000, now=clock + timedelta(seconds=10 * (n + 3)))
+        run_one(conn, pages=1, tokens=1000, now=clock + timedelta(seconds=10 * (n + 1)))
     agent = queue.get_agent(conn, "docs")
-    assert agent.effective_tpm == round(0.9 * 14_000)
+    assert agent.effective_tpm == round(0.95 * 14_000)
     assert agent.effective_concurrency is None  # back to the configured 8
     # After five quiet minutes it climbs back to the configured limit, and the adaptive one ends.
     for n in range(40):
         run_one(conn, pages=1, tokens=1000, now=clock + timedelta(minutes=6, seconds=10 * n))
     agent = queue.get_agent(conn, "docs")
     assert agent.effective_tpm is None and agent.tpm_limit == 40_000
+
+
+def test_reservations_follow_the_text_of_documents_whose_characters_are_known(conn):
+    make_agent(conn, max_tpm=10_000_000)
+
+    def run_text(chars: int, tokens: int):
+        queue.enqueue(conn, agent="docs", document_uri=f"/d/{chars}.pdf", pages=2, document_chars=chars, now=T0)
+        [claim] = queue.claim(conn, agent="docs", worker_id="w", now=T0)
+        queue.apply_callback(conn, claim.attempt_id, report(tokens, 2), now=T0)
+        return claim
+
+    # Before anything was learned: a token for every three characters, plus the instructions.
+    first = run_text(3000, 1050)
+    assert reserved(conn, first) == queue.estimate_tokens(document_chars=3000) == 1500 + 1000
+    # Same page count, text of very different length: the tokens follow the text (300 + chars / 4).
+    run_text(2000, 800)
+    run_text(4000, 1300)
+    run_text(8000, 2300)
+    queue.enqueue(conn, agent="docs", document_uri="/d/dense.pdf", pages=2, document_chars=20_000, now=T0)
+    [dense] = queue.claim(conn, agent="docs", worker_id="w", now=T0)
+    assert abs(reserved(conn, dense) - 1.1 * (300 + 20_000 / 4)) <= 1
+    # A document without a text layer (a scan) is reserved by the line learned over pages.
+    queue.enqueue(conn, agent="docs", document_uri="/d/scan.pdf", pages=2, now=T0)
+    [scan] = queue.claim(conn, agent="docs", worker_id="w", now=T0)
+    # (a decayed mean of what 2-page documents cost, the later ones weighing more)
+    assert 1.1 * 800 <= reserved(conn, scan) <= 1.1 * 2300

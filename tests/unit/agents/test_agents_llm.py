@@ -113,6 +113,28 @@ def test_server_errors_are_retried_and_client_errors_are_not(llm_env) -> None:
     assert len(server.requests) == 1
 
 
+def test_rate_limits_are_waited_out_within_the_attempt_and_counted(llm_env) -> None:
+    # More 429s than the retries of other errors: the quota speaks, the call waits each Retry-After.
+    limited = (429, {"error": {"message": "rate limit exceeded"}}, {"Retry-After": "0.05"})
+    with FakeChatServer([limited] * 5 + [(200, completion(json.dumps(INVOICE_ANSWER)))]) as server:
+        llm_env(server)
+        extraction, usage = _run()
+    assert len(server.requests) == 6 and extraction.fields["total"].value == 1464.0
+    assert usage.rate_limited == 5 and usage.retry_after_seconds == 0.05  # reported: AIMD learns
+
+
+def test_rate_limits_give_up_once_the_waiting_budget_is_spent(llm_env, monkeypatch) -> None:
+    monkeypatch.setenv("QUIRE_LLM_RATE_LIMIT_WAIT_SECONDS", "1")
+    with FakeChatServer([(429, {"error": {"message": "rate limit exceeded"}},
+                          {"Retry-After": "0.3"})]) as server:
+        llm_env(server)
+        usage = Usage()
+        with pytest.raises(ExtractionError, match="still rate limited"):
+            _run(usage=usage)
+    # Three waits of 0.3 s (a little more, spread) fit the budget of one second; a fourth does not.
+    assert len(server.requests) == 4 and usage.rate_limited == 4
+
+
 def test_servers_without_json_mode_are_asked_again_without_it(llm_env) -> None:
     replies = [(400, {"error": {"message": "response_format is not supported"}}),
                (200, completion(json.dumps(INVOICE_ANSWER)))]
