@@ -12,12 +12,13 @@ from typing import Any, Callable, Literal, TypeVar
 
 from psycopg_pool import ConnectionPool
 
+from app import figure_cache
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
 from schema import queue, stats
 from schema.errors import InvalidTransition, NotFound, QuireError
 from schema.models import DEFAULT_PRIORITY, Task, TaskStatus
 from schema.settings import Settings, get_settings
-from schema.stats import Charts, StreamEvent, Summary, TaskFilter, TaskRow
+from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
 
 T = TypeVar("T")
 SAMPLES_DIR = Path(__file__).with_name("samples")
@@ -92,11 +93,9 @@ async def summary(pool: ConnectionPool, flt: TaskFilter) -> Summary:
     return await _in_thread(pool, stats.stats_summary_filtered, flt)
 
 
-async def charts(pool: ConnectionPool, flt: TaskFilter, overview: Summary | None = None) -> Charts:
-    """Chart data; the summary's time span (or the filter's own, read here) picks the throughput bucket."""
-    return await _in_thread(pool, stats.stats_charts_filtered, flt,
-                            start=overview.first_created_at if overview else None,
-                            end=overview.last_activity_at if overview else None)
+async def charts(pool: ConnectionPool, flt: TaskFilter) -> Charts:
+    """Chart data; the filter's time span picks the throughput bucket."""
+    return await _in_thread(pool, stats.stats_charts_filtered, flt)
 
 
 async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,
@@ -106,8 +105,47 @@ async def task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descend
                             after=after, limit=per_page)
 
 
-async def task_count(pool: ConnectionPool, flt: TaskFilter) -> int:
+async def task_count(pool: ConnectionPool, flt: TaskFilter) -> TaskCount:
     return await _in_thread(pool, stats.task_count, flt)
+
+
+# -- what open pages read: shared by every page of the process (app.figure_cache) ---------------
+# Each returns (value, current): current means read after `since` (time.monotonic() of the events
+# the page saw; by default the ask itself). A value not current was served to keep the database to
+# one read a second: the page asks again a second later.
+
+async def live_summary(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
+    return await figure_cache.for_pool(pool).summary(flt, since=since)
+
+
+async def live_charts(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Charts, bool]:
+    return await figure_cache.for_pool(pool).charts(flt, since=since)
+
+
+async def live_task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,
+                         after: tuple[Any, int] | None, per_page: int, since: float | None = None,
+                         ) -> tuple[tuple[list[TaskRow], tuple[Any, int] | None], bool]:
+    """A page of the task table and its next cursor, shared by every page showing the same one."""
+    return await figure_cache.for_pool(pool).shared(
+        ("task_page", flt, sort, descending, after, per_page),
+        lambda: task_page(pool, flt, sort=sort, descending=descending, after=after, per_page=per_page),
+        since=since)
+
+
+async def live_task_count(pool: ConnectionPool, flt: TaskFilter, *,
+                          since: float | None = None) -> tuple[TaskCount, bool]:
+    return await figure_cache.for_pool(pool).shared(("task_count", flt), lambda: task_count(pool, flt), since=since)
+
+
+async def live(pool: ConnectionPool, name: str, read: Callable[[], Any], *,
+               since: float | None = None) -> tuple[Any, bool]:
+    """Any other read every open page repeats (agents, budgets, filter options)."""
+    return await figure_cache.for_pool(pool).shared((name,), read, since=since)
+
+
+def forget_live(pool: ConnectionPool) -> None:
+    """After an operator's action: every page's next ask goes to the database."""
+    figure_cache.for_pool(pool).forget()
 
 
 async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before_id: int | None,

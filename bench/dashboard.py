@@ -6,18 +6,25 @@
 
 Part 1 loads the tasks and attempts in bulk (generate_series, triggers off), builds the rollups the
 way the migration backfills them, runs VACUUM ANALYZE, then times p50 of 5 for the summary, the
-charts and the first table page under five filters, through the rollups (schema.stats) and through
-the direct aggregates they replace (the baseline, measured in the same run).
+charts and the first table page (with its total) under six filters, as a page opening or an API
+call reads them (schema.stats), and through the direct aggregates they replace (the baseline,
+measured in the same run; --baseline-runs 0 skips it). Each filter's counts and total are checked
+against a recount.
 
-Part 2 opens 10 dashboards (the dashboard's read path and refresh policy: at most one refresh a
-second, charts at most every five, only after events) while a worker drains 10,000 tasks, and
-compares the Postgres time the dashboards cost with the worker's own: pg_stat_statements per role
-where the server can load it (the embedded server is restarted with it), else client-side timing.
+Part 2 opens 10 dashboards in one process, as the app holds them: one LISTEN connection (app.live),
+one pool and the shared cache of app.figure_cache, and per page the refresh policy of
+app/pages/dashboard.py over the services it calls (figures at most once a second after events,
+charts at most every five, budgets after completions, the 10-second poll). A worker drains 10,000
+tasks meanwhile; the Postgres time of each side comes from pg_stat_statements per role (the
+embedded server is restarted with it loaded).
+
+    --reuse       measure again on the database an earlier run loaded (QUIRE_DATABASE_URL)
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
 import os
 import statistics
@@ -85,14 +92,20 @@ FROM generate_series(1, %(n)s::int) g
 """
 
 
-def timed(fn, runs: int) -> float:
-    """p50 in milliseconds of `runs` calls."""
+def timed(fn, runs: int) -> float | None:
+    """p50 in milliseconds of `runs` calls (None for no run)."""
+    if runs <= 0:
+        return None
     samples = []
     for _ in range(runs):
         started = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
+
+
+def _ms(value: float | None) -> str:
+    return "    n/a" if value is None else f"{value:8.1f}"
 
 
 def load(dsn: str, n: int) -> dict[str, float]:
@@ -131,7 +144,7 @@ def filters() -> dict[str, TaskFilter]:
     return {"none": TaskFilter(), "one agent": TaskFilter(agents=("agent-1",)),
             "one customer": TaskFilter(customers=("customer-20",)),
             "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=timezone.utc)),
-            "failed only": TaskFilter(statuses=("failed",))}
+            "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True)}
 
 
 def _old(conn, query: str, flt: TaskFilter) -> list:
@@ -146,7 +159,7 @@ def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
             direct = stats.stats_summary_direct(conn, flt)
             row = {"filter": name,
                    "summary": timed(lambda: stats.stats_summary_filtered(conn, flt), runs),
-                   "charts": timed(lambda: stats.stats_charts_filtered(conn, flt, start=None, end=None), runs),
+                   "charts": timed(lambda: stats.stats_charts_filtered(conn, flt), runs),
                    "first page": timed(lambda: (stats.task_list_keyset(conn, flt, limit=25),
                                                 stats.task_count(conn, flt)), runs),
                    "old summary": timed(lambda: stats.stats_summary_direct(conn, flt), baseline_runs),
@@ -154,57 +167,107 @@ def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
                        conn, flt, start=direct.first_created_at, end=direct.last_activity_at), baseline_runs),
                    "old first page": timed(lambda: (_old(conn, OLD_FIRST_PAGE, flt), _old(conn, OLD_COUNT, flt)),
                                            baseline_runs)}
+            count = stats.task_count(conn, flt)
+            if not count.exact or count.n != direct.total:
+                raise AssertionError(f"the table's total for {name} is {count}, the recount {direct.total}")
             new = stats.stats_summary_filtered(conn, flt)
             if new.counts != direct.counts or new.input_tokens != direct.input_tokens:
                 raise AssertionError(f"rollups disagree with the recount for {name}: {new.counts} != {direct.counts}")
-            print(f"  {name:<13} summary {row['summary']:7.1f} ms (was {row['old summary']:8.1f})  "
-                  f"charts {row['charts']:7.1f} ms (was {row['old charts']:8.1f})  "
-                  f"first page {row['first page']:6.1f} ms (was {row['old first page']:7.1f})", flush=True)
+            print(f"  {name:<13} summary {row['summary']:7.1f} ms (was {_ms(row['old summary'])})  "
+                  f"charts {row['charts']:7.1f} ms (was {_ms(row['old charts'])})  "
+                  f"first page {row['first page']:6.1f} ms (was {_ms(row['old first page'])})", flush=True)
             rows.append(row)
     return rows
 
 
-class Dashboards:
-    """N dashboards on the app's read path: refresh at most once a second after events, charts every 5 s."""
+POLL_SECONDS = 10.0  # the pages' fallback poll (QUIRE_POLL_SECONDS' default)
 
-    def __init__(self, dsn: str, n: int, stop: threading.Event) -> None:
-        self.dsn, self.n, self.stop = dsn, n, stop
-        self.dirty = [threading.Event() for _ in range(n)]
-        self.bursts = 0
+
+class Page:
+    """One open dashboard: the refresh policy of app/pages/dashboard.py over the services it calls.
+
+    Events mark the counts, charts, table and budgets due as the page marks them; at most once a
+    second the page asks for its summary (and its table's first page when events touch it) and the
+    agents' adaptive limits; its charts at most every five seconds; its budgets after completions;
+    filter options and agent problems on the 10-second poll. What was not read after the events it
+    saw it asks for again a second later. Every ask goes through the process's shared cache
+    (app.figure_cache), as the app's pages do.
+    """
+
+    def __init__(self, pool, flt: TaskFilter, subscription) -> None:
+        self.pool, self.flt, self.sub = pool, flt, subscription
+        self.counts_dirty = self.charts_dirty = self.table_dirty = self.budgets_dirty = True
+        self.counts_at = self.charts_at = 0.0
+        self.polled_at = self.changed_at = time.monotonic()
+        self.shown: set[int] = set()
         self.refreshes = 0
-        self.seconds = 0.0
-        self.lock = threading.Lock()
 
-    def listen(self) -> None:
-        """The process's one LISTEN connection: each notification read marks every page dirty."""
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute("LISTEN quire_tasks")
-            while not self.stop.is_set():
-                got = False
-                for _ in conn.notifies(timeout=0.2):
-                    got = True
-                if got:
-                    self.bursts += 1
-                    for flag in self.dirty:
-                        flag.set()
+    def on_events(self) -> None:
+        events, lagged = self.sub.drain()
+        self.counts_dirty = self.charts_dirty = True
+        self.changed_at = time.monotonic()
+        self.budgets_dirty |= lagged or any(e.status in ("completed", "failed") for e in events)
+        self.table_dirty |= lagged or any(e.task_id in self.shown or e.prev_status is None
+                                          or e.status in self.flt.statuses for e in events)
 
-    def page(self, i: int, flt: TaskFilter) -> None:
-        with db.connect(self.dsn) as conn:
-            last = charts_at = 0.0
-            while not self.stop.is_set():
-                if not self.dirty[i].wait(0.1) or time.monotonic() - last < 1.0:
-                    continue
-                self.dirty[i].clear()
-                last = time.monotonic()
-                started = time.perf_counter()
-                stats.stats_summary_filtered(conn, flt)  # its total is the table's count
-                stats.task_list_keyset(conn, flt, limit=25)
-                if time.monotonic() - charts_at >= 5.0:
-                    stats.stats_charts_filtered(conn, flt, start=None, end=None)
-                    charts_at = time.monotonic()
-                with self.lock:
-                    self.seconds += time.perf_counter() - started
-                    self.refreshes += 1
+    async def run(self, stop: asyncio.Event) -> None:
+        from app import foresight, services
+        from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
+
+        pool, flt = self.pool, self.flt
+        while not stop.is_set():
+            if self.sub.pending:
+                self.on_events()
+            now = time.monotonic()
+            if now - self.polled_at >= POLL_SECONDS:
+                self.polled_at = self.changed_at = now
+                await services.live(pool, "filter_options", lambda: services.filter_options(pool))
+                await services.live(pool, "agent_config_errors", lambda: services.agent_config_errors(pool))
+                self.counts_dirty = self.table_dirty = self.charts_dirty = True
+                self.charts_at = 0.0
+            if self.counts_dirty and now - self.counts_at >= REFRESH_MIN_SECONDS:
+                since, self.counts_dirty, self.counts_at = self.changed_at, False, now
+                _, current = await services.live_summary(pool, flt, since=since)
+                if self.table_dirty:
+                    self.table_dirty = False
+                    (rows, _), table_current = await services.live_task_page(
+                        pool, flt, sort="id", descending=True, after=None, per_page=25, since=since)
+                    self.shown = {r.id for r in rows}
+                    self.table_dirty = not table_current
+                    current = current and table_current
+                await services.live(pool, "adaptive_limits", lambda: services.adaptive_limits(pool), since=since)
+                self.counts_dirty = not current
+                self.refreshes += 1
+            if self.charts_dirty and now - self.charts_at >= CHART_MIN_SECONDS:
+                _, current = await services.live_charts(pool, flt, since=self.changed_at)
+                self.charts_at, self.charts_dirty = time.monotonic(), not current
+            if self.budgets_dirty:
+                _, current = await services.live(pool, "budgets", lambda: foresight.budgets(pool),
+                                                 since=self.changed_at)
+                self.budgets_dirty = not current
+            await asyncio.sleep(0.25)  # the page's timer
+
+
+async def open_dashboards(dsn: str, n_pages: int, stop) -> dict:
+    """N pages in one process: its one LISTEN connection (app.live) and its one pool and cache."""
+    from app import figure_cache, live
+    from worker.listener import Listener
+
+    pool = db.make_pool(dsn, min_size=1, max_size=4, name="bench-dashboards")
+    broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
+    await broadcaster.start()
+    halt = asyncio.Event()
+    flts = list(filters().values())
+    pages = [Page(pool, flts[i % len(flts)], broadcaster.subscribe()) for i in range(n_pages)]
+    tasks = [asyncio.create_task(page.run(halt)) for page in pages]
+    while not stop.is_set():
+        await asyncio.sleep(0.1)
+    halt.set()
+    await asyncio.gather(*tasks)
+    await broadcaster.stop()
+    reads = dict(figure_cache.for_pool(pool).reads)
+    pool.close()
+    return {"bursts": broadcaster.notifications, "refreshes": sum(p.refreshes for p in pages), "reads": reads}
 
 
 def drain(dsn: str, stop: threading.Event, clock: dict) -> None:
@@ -233,18 +296,7 @@ def fold_loop(dsn: str, stop: threading.Event, clock: dict) -> None:
 
 def run_dashboards(dsn: str, n_pages: int, stop, results) -> None:
     """The dashboards in a process of their own, as in the app: their Python never slows the worker's."""
-    halt = threading.Event()
-    pages = Dashboards(dsn, n_pages, halt)
-    flts = list(filters().values())
-    threads = [threading.Thread(target=pages.listen)]
-    threads += [threading.Thread(target=pages.page, args=(i, flts[i % len(flts)])) for i in range(n_pages)]
-    for t in threads:
-        t.start()
-    stop.wait()
-    halt.set()
-    for t in threads:
-        t.join()
-    results.put({"bursts": pages.bursts, "refreshes": pages.refreshes, "seconds": pages.seconds})
+    results.put(asyncio.run(open_dashboards(dsn, n_pages, stop)))
 
 
 def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool) -> dict:
@@ -276,9 +328,8 @@ def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool) 
     pages = page_results.get(timeout=120)
     dashboards.join()
     folder.join()
-    result = {"wall_s": wall, "bursts": pages["bursts"], "refreshes": pages["refreshes"],
-              "client_dash_s": pages["seconds"], "client_worker_s": worker_clock["seconds"],
-              "client_fold_s": fold_clock["seconds"]}
+    result = {"wall_s": wall, "bursts": pages["bursts"], "refreshes": pages["refreshes"], "reads": pages["reads"],
+              "client_worker_s": worker_clock["seconds"], "client_fold_s": fold_clock["seconds"]}
     if has_pgss:
         with db.connect(dsn_for("bench_worker")) as conn:
             for row in conn.execute(
@@ -324,6 +375,8 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline-runs", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the database loaded by an earlier run (QUIRE_DATABASE_URL) and measure again")
     parser.add_argument("--live-only", action="store_true",
                         help="reuse the loaded database of an earlier run (QUIRE_DATABASE_URL) for part 2 only")
     args = parser.parse_args()
@@ -340,7 +393,7 @@ def main() -> int:
         server, has_pgss = prepare_server(server, tmp)
         name = "quire_bench_dashboard"
         with db.connect(server) as admin:
-            if not args.live_only:
+            if not (args.live_only or args.reuse):
                 admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
                 admin.execute(f"CREATE DATABASE {name}")
             for role in ("bench_dash", "bench_worker", "bench_fold"):
@@ -364,27 +417,28 @@ def main() -> int:
             return make_conninfo(**params)
 
         print(f"PostgreSQL {version}, {os.cpu_count()} cores (shared machine); "
-              f"{'the loaded database' if args.live_only else f'{n_tasks:,} tasks'}", flush=True)
+              f"{'the loaded database' if args.live_only or args.reuse else f'{n_tasks:,} tasks'}", flush=True)
         if not args.live_only:
-            took = load(dsn, n_tasks)
-            print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
-                  f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin rows); "
-                  f"VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
+            if not args.reuse:
+                took = load(dsn, n_tasks)
+                print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
+                      f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin "
+                      f"rows); VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
             print(f"p50 of {args.runs} (baseline: p50 of {args.baseline_runs} of the direct aggregates)", flush=True)
             rows = figures(dsn, args.runs, args.baseline_runs)
             worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)
             print(f"slowest figure through the rollups: {worst:.1f} ms\n", flush=True)
         print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
         cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss)
-        print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']} event bursts; {cost['refreshes']} page refreshes")
-        if has_pgss:
-            dash, worker, fold = (cost.get(f"pg_{r}_s", 0.0) for r in ("bench_dash", "bench_worker", "bench_fold"))
-            source = "pg_stat_statements"
-        else:
-            dash, worker, fold = cost["client_dash_s"], cost["client_worker_s"], cost["client_fold_s"]
-            source = "client-side timing"
-        print(f"  Postgres time ({source}): worker {worker:.2f} s, dashboards {dash:.2f} s "
-              f"({dash / max(cost['bursts'], 1) * 1000:.1f} ms per burst), rollup folds {fold:.2f} s")
+        print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']:,} notifications; {cost['refreshes']} page refreshes")
+        print("  reads of the pages' shared cache: " + ", ".join(f"{n} {kind}" for kind, n in sorted(cost["reads"].items())))
+        if not has_pgss:
+            print(f"  the worker's client-side time {cost['client_worker_s']:.2f} s; the dashboards' Postgres time "
+                  "needs pg_stat_statements (the embedded server loads it; this server does not)")
+            return 0
+        dash, worker, fold = (cost.get(f"pg_{r}_s", 0.0) for r in ("bench_dash", "bench_worker", "bench_fold"))
+        print(f"  Postgres time (pg_stat_statements): worker {worker:.2f} s, dashboards {dash:.3f} s "
+              f"({dash / cost['wall_s'] * 1000:.1f} ms per second of the drain), rollup folds {fold:.2f} s")
         print(f"  dashboards / worker = {dash / worker:.1%}; dashboards and folds / worker = "
               f"{(dash + fold) / worker:.1%}")
     finally:

@@ -1,4 +1,4 @@
-"""Reads of the rollups (migration 0008): which buckets a date range covers, the fold, and the figures."""
+"""Reads of the rollups (migrations 0007 and 0011): which buckets a date range covers, the fold, and the figures."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from psycopg import sql
 from schema.sql import fetch_one, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
-MONTH, DAY, HOUR = "m", "d", "h"
-TOTALS_GRAINS = {True: (MONTH, DAY, HOUR), False: (MONTH, DAY)}
-BINS_GRAINS = {True: (MONTH, DAY), False: (MONTH,)}
+# ALL is one bucket holding every task (migration 0011), read when a filter has no dates.
+ALL, MONTH, DAY, HOUR = "a", "m", "d", "h"
+TOTALS_GRAINS = {True: (ALL, MONTH, DAY, HOUR), False: (ALL, MONTH, DAY)}
+BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
 # Sentinels for an unbounded or empty range: timestamptz holds both.
 NEVER_BEFORE = datetime(1, 1, 1, tzinfo=timezone.utc)
 NEVER_AFTER = datetime(9999, 12, 31, tzinfo=timezone.utc)
@@ -52,6 +53,11 @@ def plan(date_from: datetime | None, date_to: datetime | None,
     of the finest grain. The result has at most two ranges per grain and two raw ranges.
     """
     pieces: dict[str, list[tuple[datetime, datetime]]] = {g: [] for g in (*grains, "r")}
+    if grains[0] == ALL:
+        if date_from is None and date_to is None:
+            pieces[ALL].append((NEVER_BEFORE, NEVER_AFTER))
+            return pieces
+        grains = grains[1:]  # the all-time bucket is never whole inside a bounded range
 
     def add(kind: str, lo: datetime, hi: datetime) -> None:
         ranges = pieces[kind]
@@ -90,7 +96,7 @@ def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tu
     """The %(m1_lo)s ... %(r2_hi)s parameters of the rollup_segments and rollup_raw fragments."""
     pieces = plan(date_from, date_to, grains)
     params: dict[str, Any] = {}
-    for kind in (MONTH, DAY, HOUR, "r"):
+    for kind in (ALL, MONTH, DAY, HOUR, "r"):
         ranges = pieces.get(kind, [])
         if len(ranges) > 2:
             raise AssertionError(f"a date range split into {len(ranges)} {kind!r} ranges: {ranges}")
@@ -109,7 +115,8 @@ def composed(name: str) -> sql.Composed:
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    return run_query(conn, composed(name), params)
+    """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False."""
+    return run_query(conn, composed(name), {"with_pending": True, **params})
 
 
 def rollup_fold(conn: psycopg.Connection) -> int:
@@ -121,9 +128,9 @@ def rollup_pending_count(conn: psycopg.Connection) -> int:
     return fetch_one(conn, "rollup_pending_count")["n"]
 
 
-def fold_if_behind(conn: psycopg.Connection, *, threshold: int = FOLD_ON_READ_AT) -> None:
-    """Folds before a read when many marks wait, so reads stay cheap without a worker running."""
-    if rollup_pending_count(conn) >= threshold:
+def fold_if_behind(conn: psycopg.Connection, *, threshold: int | None = None) -> None:
+    """Folds before a read when many marks wait (FOLD_ON_READ_AT), so reads stay cheap without a worker."""
+    if rollup_pending_count(conn) >= (FOLD_ON_READ_AT if threshold is None else threshold):
         try:
             rollup_fold(conn)
         except psycopg.errors.ReadOnlySqlTransaction:
@@ -186,16 +193,25 @@ def bins(conn: psycopg.Connection, flt_params: dict[str, Any]) -> dict[str, dict
     return out
 
 
+def throughput_grains(all_customers: bool, bucket: timedelta) -> tuple[str, ...]:
+    """The rollup grains a throughput chart of this bucket reads; none: it reads the tasks."""
+    if bucket >= timedelta(days=1):
+        return (DAY, HOUR) if all_customers else (DAY,)
+    if bucket >= timedelta(hours=1) and all_customers:
+        return (HOUR,)
+    return ()
+
+
+def whole_buckets(date_from: datetime | None, date_to: datetime | None, grains: tuple[str, ...]) -> bool:
+    """Whether the range is made of whole buckets of these grains, with nothing read from the tasks."""
+    return bool(grains) and not plan(date_from, date_to, grains)["r"]
+
+
 def throughput(conn: psycopg.Connection, flt_params: dict[str, Any], *, bucket: timedelta, origin: datetime,
                start: datetime | None) -> list[dict[str, Any]]:
     """Submissions and outcomes per bucket; whole rollup buckets where the chart's bucket allows."""
     scope = flt_params["customers"] is None
-    if bucket >= timedelta(days=1):
-        grains = (DAY, HOUR) if scope else (DAY,)
-    elif bucket >= timedelta(hours=1) and scope:
-        grains = (HOUR,)
-    else:
-        grains = ()
+    grains = throughput_grains(scope, bucket)
     if grains:
         params = filter_params(flt_params, {scope: grains})
     else:

@@ -97,6 +97,13 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
                             trace_id=report.trace_id)
             items.append(item)
             out[attempt_id] = Settled(attempt_id, task_id, row["reported_status"], report_due=due)
+        if items:
+            # The batch joins its own rows by hash: with statistics that lag behind a fast-changing
+            # queue, the planner would otherwise loop over one side once per row of the other.
+            # (The triggers it fires turn them on again for themselves: see migration 10.) Plans
+            # of such cost must not be compiled either: JIT would take longer than the statement.
+            conn.execute("SET LOCAL enable_nestloop = off")
+            conn.execute("SET LOCAL jit = off")
         done = _rows(conn, "task_complete_batch_from_attempts",
                      {"reports": json.dumps(items), "now": now,
                       "task_ids": [i["task_id"] for i in items],

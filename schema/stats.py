@@ -39,12 +39,12 @@ class TaskFilter:
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,
                 "statuses": list(self.statuses) or None, "agents": list(self.agents) or None,
-                "customers": list(self.customers) or None,
-                "review_below": REVIEW_CONFIDENCE if self.needs_review else None}
+                "customers": list(self.customers) or None, "needs_review": self.needs_review}
 
 
 # A completed result whose overall confidence is below this needs a person to check it: the
 # agents lower confidence when a cross-check fails (totals that do not add up, a scan read by OCR).
+# SQL's quire_needs_review (migration 0011) holds the same threshold; a test checks they agree.
 REVIEW_CONFIDENCE = 0.6
 
 
@@ -181,36 +181,12 @@ SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
 
 def stats_summary_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Summary:
     """The headline figures from the rollups: exact counts and spend, percentiles from histograms."""
-    if flt.needs_review:
-        return stats_summary_direct(conn, flt)  # the rollups keep no confidence threshold
-    rollups.fold_if_behind(conn)
-    params = flt.params()
-    rows = rollups.totals(conn, params)
-    hist = rollups.bins(conn, params)
-    counts = dict.fromkeys(STATUSES, 0)
+    from schema import figures  # it builds on this module's types
 
-    def total(key: str) -> Any:
-        return sum((r[key] for r in rows if r[key] is not None), 0)
-    for r in rows:
-        counts[r["status"]] += r["tasks"]
-    confidence_n = total("confidence_n")
-    first = rollups.first_created(conn, params) if counts and sum(counts.values()) else None
-    moment = now or datetime.now(timezone.utc)
-    return Summary(
-        counts=counts, total=sum(counts.values()), input_tokens=int(total("input_tokens")),
-        output_tokens=int(total("output_tokens")), llm_cost_usd=Decimal(total("llm_cost_usd")),
-        compute_cost_usd=Decimal(total("compute_cost_usd")), tasks_with_usage=int(total("with_usage")),
-        attempts=int(total("attempts")),
-        avg_confidence=float(total("confidence_sum") / confidence_n) if confidence_n else None,
-        median_latency_s=rollups.percentile("l", hist["l"], 0.5), p95_latency_s=rollups.percentile("l", hist["l"], 0.95),
-        first_created_at=first, last_activity_at=moment if first else None,
-        unpriced_attempts=int(total("unpriced")), compute_pending_attempts=int(total("compute_pending")),
-        spend_per_task={name: {"p50": rollups.percentile(m, hist[m], 0.5), "p90": rollups.percentile(m, hist[m], 0.9),
-                               "tasks": sum(hist[m].values())}
-                        for name, m in SPEND_METRICS.items()})
+    return figures.summary_of(figures.figures_read(conn, flt, now=now, advance=False), now=now)
 
 
-def _cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+def cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None) -> list[dict[str, Any]]:
     """Spend per agent or customer (tasks that ran at least once), most expensive first."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -227,27 +203,11 @@ def _cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None
     return ordered[:limit] if limit else ordered
 
 
-def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, start: datetime | None,
-                          end: datetime | None, bins: int = 20) -> Charts:
+def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Charts:
     """Throughput, cost by agent and customer, latency and confidence distributions, from the rollups."""
-    if flt.needs_review:
-        return stats_charts_direct(conn, flt, start=start, end=end, bins=bins)
-    rollups.fold_if_behind(conn)
-    params = flt.params()
-    start = start or rollups.first_created(conn, params)
-    end = end or (datetime.now(timezone.utc) if start else None)
-    bucket = bucket_for_span(params["date_from"] or start, params["date_to"] or end)
-    origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
-    rows = rollups.totals(conn, params)
-    by_customer = rows if flt.customers else rollups.totals(conn, params, all_customers=False)
-    hist = rollups.bins(conn, params)
-    latency_bins = [{"lo": lo, "hi": hi, "n": n} for b, n in sorted(hist["l"].items()) if n
-                    for lo, hi in [rollups.bin_range("l", b)]]
-    confidence_bins = [{"lo": (b - 1) / 10, "hi": b / 10, "n": n} for b, n in sorted(hist["c"].items()) if n]
-    return Charts(bucket_seconds=int(bucket.total_seconds()),
-                  throughput=rollups.throughput(conn, params, bucket=bucket, origin=origin, start=start),
-                  cost_by_agent=_cost_rows(rows, "agent"), cost_by_customer=_cost_rows(by_customer, "customer", limit=30),
-                  latency_bins=latency_bins, confidence_bins=confidence_bins)
+    from schema import figures  # it builds on this module's types
+
+    return figures.charts_of(figures.figures_read(conn, flt, now=now, advance=False))
 
 
 def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
@@ -285,12 +245,23 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
     return [_task_row(r) for r in rows], cursor
 
 
-def task_count(conn: psycopg.Connection, flt: TaskFilter) -> int:
-    """How many tasks the filters select: exact, from the rollups (cheap at any size) where they can."""
-    if flt.needs_review:
-        return _run(conn, "task_count_filtered", flt.params())[0]["n"]
+@dataclass(frozen=True)
+class TaskCount:
+    """How many tasks a filter selects: exact, or (when exact would be slow) an estimate said to be one."""
+
+    n: int
+    exact: bool = True
+
+
+def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
+    """Exact from the rollups, which hold every dashboard filter. An estimate (the planner's) only
+    when too many marks wait unfolded on a session that may not fold them (a read-only replica, no
+    worker running): the exact figure would read every marked task."""
     rollups.fold_if_behind(conn)
-    return sum(r["tasks"] for r in rollups.totals(conn, flt.params()))
+    if rollups.rollup_pending_count(conn) >= rollups.FOLD_ON_READ_AT:
+        plan = _run(conn, "task_count_estimate", flt.params())[0]
+        return TaskCount(int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"]), exact=False)
+    return TaskCount(sum(r["tasks"] for r in rollups.totals(conn, flt.params())))
 
 
 def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int | None,

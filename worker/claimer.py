@@ -74,7 +74,9 @@ class Claimer:
     def free(self, executor: Executor) -> int:
         """Slots this worker has left for runs of this executor."""
         slots = self.config.concurrency if executor.local else self.config.max_remote_runs
-        return slots - self.table.slots_taken(local=executor.local, slots=slots)
+        # Runs that ended wait for the heartbeats to settle them, many at once, while the claimer
+        # goes on: up to one full set of slots of them.
+        return slots - self.table.slots_taken(local=executor.local, unsettled=slots)
 
     @property
     def counters(self) -> WorkerCounters:
@@ -217,6 +219,11 @@ class Claimer:
                 self.counters.add("runs_handed_back")
                 logs.change("task", "handed_back", task=claim.task.id, attempt=claim.attempt_id,
                             worker=self.worker_id)
+
+    def gather_seconds(self) -> float:
+        """How long to let wake-ups gather before the next round: none while the last round found
+        less work than slots (a new task is claimed at once), a moment while slots were short."""
+        return 0.0 if self._ran_dry else self.config.gather_seconds
 
     def next_wait(self) -> float:
         """How long to wait for a wake-up before looking again: the poll, the next backoff, or when

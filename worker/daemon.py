@@ -30,7 +30,7 @@ from worker.public_url import public_url
 from worker.runs import RunTable, RunTableConfig
 from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
-from worker.tracking import locate_tracking, prepare_store, tracking_store_ready
+from worker.tracking import locate_tracking, prepare_store, tracking_experiment_ready, tracking_store_ready
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
@@ -160,7 +160,7 @@ class WorkerDaemon:
         services: dict[str, Callable[[], Any]] = {
             "claimer": lambda: service_loop("claim", claimer.round, claimer.config.poll_seconds, claim_stop,
                                             claim_wake, run=call, worker_id=self.worker_id,
-                                            gather_seconds=claimer.config.gather_seconds),
+                                            gather_seconds=claimer.gather_seconds),
             "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
                                                services_stop, beat_wake, run=call, worker_id=self.worker_id,
                                                gather_seconds=heartbeats.config.gather_seconds),
@@ -223,10 +223,11 @@ class WorkerDaemon:
         The first time, MLflow's tables are made before any agent runs (agents starting together
         would race through MLflow's migrations); afterwards the set-up (which only checks the
         experiment) runs beside the work, so a worker starts claiming in well under a second.
+        Once the tables and the experiment are there, nothing is set up and MLflow is not loaded.
         """
         try:
             uri, ours = await call(locate_tracking, self.dsn, self.settings.mlflow_tracking_uri)
-            if not ours:
+            if not ours or await call(tracking_experiment_ready, self.dsn):
                 return uri, None
             setup = call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
                                            artifact_root=self.settings.data_dir / "mlflow-artifacts"))

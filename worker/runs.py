@@ -99,9 +99,9 @@ class RunTable:
         with self._lock:
             return sum(1 for r in self._runs.values() if r.executor.local == local)
 
-    def slots_taken(self, *, local: bool, slots: int) -> int:
-        """How many of `slots` are in use: runs still running, plus ended runs not yet settled
-        beyond one full set of slots (so settling never falls further behind than that).
+    def slots_taken(self, *, local: bool, unsettled: int) -> int:
+        """How many slots are in use: runs still running, plus ended runs not yet settled beyond
+        `unsettled` of them (so settling never falls further behind than that).
 
         A run that ended frees its slot at once: the next claim need not wait for its settlement,
         which the heartbeats do meanwhile, many runs in one statement. A local run is asked whether
@@ -110,7 +110,7 @@ class RunTable:
         with self._lock:
             runs = [r for r in self._runs.values() if r.executor.local == local]
         ended = sum(1 for r in runs if r.exit is not None or (local and not r.executor.is_alive(r.handle)))
-        return len(runs) - ended + max(0, ended - slots)
+        return len(runs) - ended + max(0, ended - unsettled)
 
     # -- starting -------------------------------------------------------------------------------
 

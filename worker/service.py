@@ -15,12 +15,13 @@ RETRY_SECONDS = 1.0
 async def service_loop(name: str, run_once: Callable[[], float | None | Any], interval: float,
                        stop: asyncio.Event, wakeup: Wakeup | None = None, *,
                        run: Callable[..., Any] = asyncio.to_thread, worker_id: str | None = None,
-                       gather_seconds: float = 0.0) -> None:
+                       gather_seconds: float | Callable[[], float] = 0.0) -> None:
     """Runs `run_once` (blocking, so through `run`) until `stop` is set.
 
     Between rounds it waits `interval` seconds, or the float a round returned (0: go again at once),
     and less when `wakeup` is raised; a round that raises is logged and retried soon. After a wait,
-    `gather_seconds` more let work that arrives together be handled in one round.
+    `gather_seconds` more (or what a callable returns then) let work that arrives together be
+    handled in one round.
     """
     while not stop.is_set():
         try:
@@ -30,5 +31,6 @@ async def service_loop(name: str, run_once: Callable[[], float | None | Any], in
             logs.problem(name, exc, worker=worker_id)
             wait = min(interval, RETRY_SECONDS)
         await pause(stop, wait, wakeup)
-        if gather_seconds and wait > 0 and not stop.is_set():
-            await asyncio.sleep(gather_seconds)
+        gather = gather_seconds() if callable(gather_seconds) else gather_seconds
+        if gather and wait > 0 and not stop.is_set():
+            await asyncio.sleep(gather)

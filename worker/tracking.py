@@ -65,6 +65,16 @@ def tracking_store_ready(dsn: str) -> bool:
         return bool(conn.execute(q("tracking_store_present_one")).fetchone()["present"])
 
 
+def tracking_experiment_ready(dsn: str) -> bool:
+    """Whether the store beside the queue's has its tables and the active experiment already:
+    then nothing is left to set up, and MLflow need not even be imported."""
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    with db.connect(db.with_database(dsn, DEFAULT_DATABASE)) as conn:
+        if not conn.execute(q("tracking_store_present_one")).fetchone()["present"]:
+            return False
+        return bool(conn.execute(q("tracking_experiment_present_one"), {"name": experiment}).fetchone()["present"])
+
+
 def prepare_store(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None) -> bool:
     """Makes MLflow's tables and the experiment in the database beside the queue's; False on failure.
 

@@ -59,7 +59,8 @@ TaskOut = model_of(TaskRow, "TaskOut", base=_FromAttributes)
 class TaskPage(BaseModel):
     tasks: list[TaskOut]  # type: ignore[valid-type]
     next_cursor: str | None
-    total: int | None = None  # tasks the filters select, exact (read from the rollups)
+    total: int | None = None  # tasks the filters select, read from the rollups
+    total_is_estimate: bool = False  # True: `total` is an estimate (rollups far behind on a read-only session)
 
 
 AttemptOut = model_of(Attempt, "AttemptOut", base=_FromAttributes, exclude=("task_id", "agent", "pid"))

@@ -22,7 +22,7 @@ async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Dep
                       pool: ConnectionPool = Depends(get_pool)) -> SummaryOut:
     """Counts per status, tokens, LLM cost, measured compute cost, latency, confidence and charts."""
     overview = await services.summary(pool, flt)
-    charts = await services.charts(pool, flt, overview)
+    charts = await services.charts(pool, flt)
     return SummaryOut.of(overview, plain(dataclasses.asdict(charts)))
 
 

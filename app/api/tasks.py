@@ -113,8 +113,9 @@ async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None
     """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
     rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
     next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
+    count = await services.task_count(pool, flt)
     return TaskPage(tasks=[TaskOut.model_validate(r) for r in rows], next_cursor=next_cursor,
-                    total=await services.task_count(pool, flt))
+                    total=count.n, total_is_estimate=not count.exact)
 
 
 async def _task_or_404(pool: ConnectionPool, task_id: int):

@@ -55,6 +55,17 @@ def count(value: int | float | None) -> str:
     return DASH if value is None else f"{int(value):,}"
 
 
+def approx(value: int) -> str:
+    """A count rounded for an estimate: 1.2M, 35k, 870."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 10_000:
+        return f"{value / 1000:.0f}k"
+    if value >= 1000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:,}"
+
+
 def tokens(value: int | float | None) -> str:
     return count(value)
 

@@ -12,7 +12,7 @@ from app.auth import Identity
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
 from schema.models import TaskStatus
-from schema.stats import TaskFilter, TaskRow
+from schema.stats import TaskCount, TaskFilter, TaskRow
 
 RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 MAX_CURSOR_WALK = 50
@@ -197,8 +197,8 @@ class TaskTable:
         sort, descending = self.pagination["sortBy"] or "id", bool(self.pagination["descending"])
         # A far jump walks at most MAX_CURSOR_WALK pages (the table offers next and previous).
         for p in range(known, min(page, known + MAX_CURSOR_WALK)):
-            _, cursor = await services.task_page(app.state.pool, self.filter, sort=sort, descending=descending,
-                                                 after=cursor, per_page=per_page)
+            (_, cursor), _ = await services.live_task_page(app.state.pool, self.filter, sort=sort,
+                                                           descending=descending, after=cursor, per_page=per_page)
             if cursor is None:
                 return None
             self._cursors[p + 1] = cursor
@@ -212,28 +212,35 @@ class TaskTable:
         self._selection_changed()
         await self.refresh()
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, since: float | None = None) -> bool:
+        """Shows the current page; False when it was not read after `since` (see services.live_summary)."""
         per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
         page = max(int(self.pagination["page"] or 1), 1)
         after = await self._cursor_for(page)
-        rows, cursor = await services.task_page(app.state.pool, self.filter, sort=self.pagination["sortBy"] or "id",
-                                                descending=bool(self.pagination["descending"]),
-                                                after=after, per_page=per_page)
+        (rows, cursor), current = await services.live_task_page(app.state.pool, self.filter,
+                                                                sort=self.pagination["sortBy"] or "id",
+                                                                descending=bool(self.pagination["descending"]),
+                                                                after=after, per_page=per_page, since=since)
         if cursor is not None:
             self._cursors[page + 1] = cursor
         # The page's summary read the same exact total a moment ago: no second read for it.
-        total, self.total_hint = self.total_hint, None
-        if total is None:
-            total = await services.task_count(app.state.pool, self.filter)
+        hint, self.total_hint = self.total_hint, None
+        if hint is not None:
+            count = TaskCount(hint)
+        else:
+            count, counted = await services.live_task_count(app.state.pool, self.filter, since=since)
+            current = current and counted
+        total = count.n
         self.pagination["rowsNumber"] = total
         now = datetime.now(timezone.utc)
         self.table.rows = [table_row(r, now) for r in rows]
         self.table.pagination = dict(self.pagination)
-        self.count_label.text = f"{total:,} matching"
+        self.count_label.text = f"{total:,} matching" if count.exact else f"about {fmt.approx(total)} matching"
         # Keep selected rows' statuses current so the bulk buttons act on what is shown.
         by_id = {r["id"]: r for r in self.table.rows}
         self.table.selected = [by_id.get(r["id"], r) for r in self.table.selected]
         self._selection_changed()
+        return current
 
     def set_compact(self, compact: bool) -> None:
         """Cards on a narrow screen (status and actions first), the full table on a wide one."""

@@ -19,12 +19,12 @@ from app.components.filters import FilterBar, FilterValues
 from app.components.kpis import KpiBoard
 from app.components.layout import frame, watch
 from app.components.task_table import TaskTable
+from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from schema.stats import StreamEvent, Summary, TaskFilter
 
-# However many events arrive, a page reads the database at most once a second (figures and the
-# table), and redraws its charts at most every five seconds.
-REFRESH_MIN_SECONDS = 1.0
-CHART_MIN_SECONDS = 5.0
+# However many events arrive, a page asks for its figures and table at most once a second
+# (REFRESH_MIN_SECONDS) and redraws its charts at most every five (CHART_MIN_SECONDS); what it asks
+# for is read once for every page of the process (app.figure_cache).
 # Below this width (px) the filters start folded and the task table shows cards.
 NARROW_PX = 700
 
@@ -62,6 +62,9 @@ class Dashboard:
         self.events_seen = 0
         self.table_dirty = False
         self.counts_at = 0.0
+        # When the page last learnt the figures changed (events, the poll, a new filter, an action):
+        # what it shows must have been read after that, else it asks again a second later.
+        self.changed_at = time.monotonic()
         with ui.row().classes("w-full items-end justify-between"):
             with ui.column().classes("gap-0"):
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
@@ -92,7 +95,8 @@ class Dashboard:
     async def refresh_counts(self, *, table: bool = True) -> None:
         async with self.counts_lock:
             flt, seen = self.filter, self.events_seen
-            summary = await services.summary(self.pool, flt)
+            since = self.changed_at
+            summary, current = await services.live_summary(self.pool, flt, since=since)
             if flt != self.filter:
                 return  # the filter changed meanwhile; its own refresh is under way
             if seen != self.events_seen and self.summary is not None:
@@ -101,20 +105,24 @@ class Dashboard:
                 summary = dataclasses.replace(summary, counts=self.summary.counts, total=self.summary.total)
             self.summary = summary
             self.kpis.update(summary)
+            if not current:
+                self.counts_dirty = True
             if table:
                 self.table.total_hint = summary.total if self.table.filter == flt else None
-                await self.table.refresh()
-            self.throttles.text = "; ".join(await services.adaptive_limits(self.pool))
+                if not await self.table.refresh(since=since):
+                    self.counts_dirty = self.table_dirty = True
+            limits, _ = await services.live(self.pool, "adaptive_limits", lambda: services.adaptive_limits(self.pool),
+                                            since=since)
+            self.throttles.text = "; ".join(limits)
             self.updated.text = f"Updated {datetime.now(timezone.utc):%H:%M:%S} UTC"
 
     async def refresh_charts(self) -> None:
         async with self.charts_lock:
             flt = self.filter
-            summary = self.summary or await services.summary(self.pool, flt)
-            charts = await services.charts(self.pool, flt, summary)
+            charts, current = await services.live_charts(self.pool, flt, since=self.changed_at)
             if flt == self.filter:
                 self.charts.update(charts)
-                self.charts_at, self.charts_dirty = time.monotonic(), False
+                self.charts_at, self.charts_dirty = time.monotonic(), not current
 
     async def refresh_all(self) -> None:
         await self.refresh_counts()
@@ -122,7 +130,10 @@ class Dashboard:
         await self.refresh_budgets()
 
     async def refresh_budgets(self) -> None:
-        self.budgets.update(await foresight.budgets(self.pool))
+        budgets, current = await services.live(self.pool, "budgets", lambda: foresight.budgets(self.pool),
+                                               since=self.changed_at)
+        self.budgets.update(budgets)
+        self.budgets_dirty = self.budgets_dirty or not current
 
     async def save_budget(self, customer: str, amount: float | None) -> bool:
         if not self.who.operator:
@@ -136,11 +147,14 @@ class Dashboard:
         text = (f"{customer}: budget {saved.monthly_llm_budget_usd:,.2f} USD a month" if amount is not None
                 else f"{customer}: budget cleared")
         ui.notify(text, type="positive", position="top")
+        services.forget_live(self.pool)
+        self.changed_at = time.monotonic()
         await self.refresh_budgets()
         return True
 
     async def apply_filter(self, flt: TaskFilter) -> None:
         self.filter = flt
+        self.changed_at = time.monotonic()
         self.summary = None
         self.kpis.reset_compute()
         async with self.counts_lock:
@@ -149,11 +163,14 @@ class Dashboard:
         await self.refresh_charts()
 
     async def after_action(self) -> None:
+        services.forget_live(self.pool)
+        self.changed_at = time.monotonic()
         await self.refresh_all()
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
         """Applies the events' status changes to the counts at once; the database is read later, throttled."""
         self.charts_dirty = self.counts_dirty = True
+        self.changed_at = time.monotonic()
         if lagged or any(e.status in ("completed", "failed") for e in events):
             self.budgets_dirty = True  # spend is recorded with the report that ends a task
         self.events_seen += len(events) + int(lagged)
@@ -184,8 +201,12 @@ class Dashboard:
 
     async def on_poll(self) -> None:
         """The fallback: everything is marked due and refresh_if_due reads it, so the event feed never waits."""
-        self.filters.set_options(await services.filter_options(self.pool))
-        self.agent_problems.update(await services.agent_config_errors(self.pool))
+        options, _ = await services.live(self.pool, "filter_options", lambda: services.filter_options(self.pool))
+        self.filters.set_options(options)
+        problems, _ = await services.live(self.pool, "agent_config_errors",
+                                          lambda: services.agent_config_errors(self.pool))
+        self.agent_problems.update(problems)
+        self.changed_at = time.monotonic()
         self.counts_dirty = self.table_dirty = self.charts_dirty = True
         self.charts_at = 0.0
 

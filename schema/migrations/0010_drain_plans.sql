@@ -85,3 +85,18 @@ BEGIN
     ON CONFLICT (customer, month) DO UPDATE SET llm_cost_usd = s.llm_cost_usd + excluded.llm_cost_usd;
     RETURN NULL;
 END $$;
+
+-- An attempt's task is found through the unique (task_id, attempt_no) index; a second index on
+-- task_id alone only cost every claim and settlement one more index entry per attempt.
+DROP INDEX task_attempts_task_idx;
+
+-- Settlement joins a batch's rows by hash (it turns nested loops off for its statement); the
+-- triggers that statement fires plan their own small lookups, by index, as usual.
+ALTER FUNCTION quire_tasks_inserted() SET enable_nestloop = on;
+ALTER FUNCTION quire_tasks_updated() SET enable_nestloop = on;
+ALTER FUNCTION quire_tasks_learn_tokens() SET enable_nestloop = on;
+ALTER FUNCTION quire_rollup_mark_tasks() SET enable_nestloop = on;
+ALTER FUNCTION quire_rollup_mark_attempts() SET enable_nestloop = on;
+ALTER FUNCTION quire_attempts_spend_inserted() SET enable_nestloop = on;
+ALTER FUNCTION quire_attempts_spend_updated() SET enable_nestloop = on;
+ALTER FUNCTION quire_agents_written() SET enable_nestloop = on;

@@ -7,19 +7,22 @@ SELECT quire_rollup_fold() AS folded;
 SELECT count(*) AS n FROM rollup_dirty;
 
 -- name: rollup_keys
--- Fragment, not a query: the status, agent and customer filters on rollup or contribution rows x.
+-- Fragment, not a query: the status, agent, customer and review filters on rollup or contribution rows x.
 (%(statuses)s::text[] IS NULL OR x.status::text = ANY(%(statuses)s::text[]))
 AND (%(agents)s::text[] IS NULL OR x.agent = ANY(%(agents)s::text[]))
 AND (%(customers)s::text[] IS NULL OR x.customer = ANY(%(customers)s::text[]))
+AND (NOT %(needs_review)s::boolean OR x.review)
 
 -- name: rollup_segments
 -- Fragment: the whole buckets a date range covers, at most two ranges per grain (see schema/rollups.py).
-(   (x.grain = 'm' AND ((x.bucket >= %(m1_lo)s::timestamptz AND x.bucket < %(m1_hi)s::timestamptz)
-                      OR (x.bucket >= %(m2_lo)s::timestamptz AND x.bucket < %(m2_hi)s::timestamptz)))
- OR (x.grain = 'd' AND ((x.bucket >= %(d1_lo)s::timestamptz AND x.bucket < %(d1_hi)s::timestamptz)
-                      OR (x.bucket >= %(d2_lo)s::timestamptz AND x.bucket < %(d2_hi)s::timestamptz)))
- OR (x.grain = 'h' AND ((x.bucket >= %(h1_lo)s::timestamptz AND x.bucket < %(h1_hi)s::timestamptz)
-                      OR (x.bucket >= %(h2_lo)s::timestamptz AND x.bucket < %(h2_hi)s::timestamptz))))
+-- One flat OR of (grain, bucket range) arms: each arm is an index range, so the scan is a BitmapOr.
+(   (x.grain = 'a' AND x.bucket >= %(a1_lo)s::timestamptz AND x.bucket < %(a1_hi)s::timestamptz)
+ OR (x.grain = 'm' AND x.bucket >= %(m1_lo)s::timestamptz AND x.bucket < %(m1_hi)s::timestamptz)
+ OR (x.grain = 'm' AND x.bucket >= %(m2_lo)s::timestamptz AND x.bucket < %(m2_hi)s::timestamptz)
+ OR (x.grain = 'd' AND x.bucket >= %(d1_lo)s::timestamptz AND x.bucket < %(d1_hi)s::timestamptz)
+ OR (x.grain = 'd' AND x.bucket >= %(d2_lo)s::timestamptz AND x.bucket < %(d2_hi)s::timestamptz)
+ OR (x.grain = 'h' AND x.bucket >= %(h1_lo)s::timestamptz AND x.bucket < %(h1_hi)s::timestamptz)
+ OR (x.grain = 'h' AND x.bucket >= %(h2_lo)s::timestamptz AND x.bucket < %(h2_hi)s::timestamptz))
 
 -- name: rollup_raw
 -- Fragment: the partial buckets at the ends of a date range, read from the tasks themselves.
@@ -35,7 +38,8 @@ AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz
 -- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
 -- (now minus last folded) for tasks marked since the last fold, plus the partial buckets read raw.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: see rollup_pending_contrib.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), rows AS (
     SELECT x.agent, x.customer, x.status, x.tasks, x.attempted, x.attempts, x.with_usage, x.input_tokens,
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
@@ -47,13 +51,13 @@ WITH pending AS (
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
            x.confidence_n, x.confidence_sum
     FROM task_rollup_contrib x
-    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.agent, x.customer, x.status, -1, -x.attempted, -x.attempts, -x.with_usage, -x.input_tokens,
            -x.output_tokens, -x.llm_cost_usd, -x.compute_cost_usd, -x.unpriced, -x.compute_pending,
            -x.confidence_n, -x.confidence_sum
     FROM rollup_task_state x
-    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.agent, x.customer, x.status, 1, x.attempted, x.attempts, x.with_usage, x.input_tokens,
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
@@ -76,15 +80,16 @@ ORDER BY 1, 2, 3;
 -- name: rollup_bins_by_metric
 -- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: see rollup_pending_contrib.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), contrib AS (
     SELECT 1 AS sign, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
     FROM task_rollup_contrib x
-    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT -1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
     FROM rollup_task_state x
-    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT 1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
     FROM task_rollup_contrib x
@@ -109,7 +114,8 @@ ORDER BY 1, 2;
 -- name: rollup_throughput_series
 -- Submissions per created bucket and outcomes per finished bucket, binned to %(bucket)s.
 WITH pending AS (
-    SELECT DISTINCT task_id FROM rollup_dirty
+    -- An array, not a join: see rollup_pending_contrib.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 ), rows AS (
     SELECT x.bucket AS created, x.finished, x.status, x.tasks
     FROM task_rollups x
@@ -117,14 +123,14 @@ WITH pending AS (
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, 1
     FROM task_rollup_contrib x
-    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, -1
     FROM rollup_task_state x
-    WHERE x.task_id IN (SELECT task_id FROM pending) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, 1
-    FROM tasks x
+    FROM tasks_with_review x
     WHERE {raw} AND {keys}
 )
 SELECT 'submitted' AS series, date_bin(%(bucket)s::interval, created, %(origin)s::timestamptz) AS bucket,
@@ -138,4 +144,50 @@ ORDER BY 2, 1;
 
 -- name: task_first_created_filtered
 -- The first submission the filters select (walks the created_at index).
-SELECT x.created_at FROM tasks x WHERE {keys} AND {in_range} ORDER BY x.created_at LIMIT 1;
+SELECT x.created_at FROM tasks_with_review x WHERE {keys} AND {in_range} ORDER BY x.created_at LIMIT 1;
+
+-- name: rollup_snapshot
+-- The first statement of a read of several queries: they all see the same folds and marks.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+
+-- name: rollup_log_state
+-- The newest fold, and the last fold pruned from the log (figures older than it are read again).
+SELECT coalesce((SELECT max(fold_id) FROM rollup_folds), h.pruned_through) AS last_fold,
+       h.pruned_through
+FROM rollup_log_horizon h;
+
+-- name: rollup_changes_after
+-- What the folds after %(after)s changed, per created hour and key: advances figures held in memory.
+SELECT fold_id, hour, finished, agent, customer, status::text AS status, review, tasks, attempted, attempts,
+       with_usage, input_tokens, output_tokens, llm_cost_usd, compute_cost_usd, unpriced, compute_pending,
+       confidence_n, confidence_sum
+FROM rollup_changes
+WHERE fold_id > %(after)s
+ORDER BY fold_id;
+
+-- name: rollup_change_bins_after
+-- The histogram bins the folds after %(after)s changed, per created hour and key.
+SELECT fold_id, hour, agent, customer, status::text AS status, review, metric::text AS metric, bin, n
+FROM rollup_change_bins
+WHERE fold_id > %(after)s
+ORDER BY fold_id;
+
+-- name: rollup_pending_contrib
+-- What the next fold will log: per task marked since the last fold, its contribution now (+1) and as
+-- last folded (-1); the caller groups them per created hour and key.
+WITH pending AS (
+    -- An array, not a join: the marks' statistics are always stale (the fold empties the table), and a
+    -- join planned on them reads every task; ids by primary key cost what the marks number.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
+)
+SELECT 1 AS sign, c.created_at, c.finished_at, c.agent, c.customer, c.status::text AS status, c.review,
+       c.attempted, c.attempts, c.with_usage, c.input_tokens, c.output_tokens, c.llm_cost_usd, c.compute_cost_usd,
+       c.unpriced, c.compute_pending, c.confidence_n, c.confidence_sum, c.latency_bin, c.confidence_bin, c.llm_bin,
+       c.compute_bin, c.spend_bin
+FROM task_rollup_contrib c WHERE c.task_id = ANY((SELECT ids FROM pending)::bigint[])
+UNION ALL
+SELECT -1, s.created_at, s.finished_at, s.agent, s.customer, s.status::text, s.review,
+       s.attempted, s.attempts, s.with_usage, s.input_tokens, s.output_tokens, s.llm_cost_usd, s.compute_cost_usd,
+       s.unpriced, s.compute_pending, s.confidence_n, s.confidence_sum, s.latency_bin, s.confidence_bin, s.llm_bin,
+       s.compute_bin, s.spend_bin
+FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[]);

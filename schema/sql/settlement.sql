@@ -14,6 +14,8 @@ FOR UPDATE OF t;
 -- its task not terminal, one attempt per task), applies its completed report as
 -- attempt_note_report and task_complete_from_attempt do for one: spend recorded once, the task
 -- completed, its other open attempts superseded. One statement, so one event notification.
+-- Every table is reached through an index on the given ids (task_ids, attempt_ids), and the
+-- caller turns nested loops off for it: a batch's rows are joined by hash, never row by row.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(reports)s::jsonb) AS r(
         attempt_id bigint, task_id bigint, complete boolean, result jsonb, confidence real,
@@ -66,7 +68,8 @@ WITH input AS (
     FROM done d
     -- status::text: found through the task's attempts, not by walking the partial index of
     -- processing attempts, which holds the entries of every attempt settled since the last vacuum.
-    WHERE s.task_id = d.id AND s.id <> d.attempt_id AND s.status::text = 'processing'
+    WHERE s.task_id = d.id AND s.task_id = ANY(%(task_ids)s::bigint[])
+      AND s.id <> d.attempt_id AND s.status::text = 'processing'
       AND s.id NOT IN (SELECT attempt_id FROM input)
     RETURNING s.id, s.task_id
 )

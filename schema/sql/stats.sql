@@ -6,7 +6,7 @@ AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz
 AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[]))
 AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
 AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
-AND (%(review_below)s::float8 IS NULL OR (t.status = 'completed' AND t.confidence < %(review_below)s::float8))
+AND (NOT %(needs_review)s::boolean OR quire_needs_review(t.status, t.confidence))
 
 -- name: stats_summary_filtered
 -- Every headline figure of the dashboard in one pass over the filtered tasks and their attempts.
@@ -70,9 +70,9 @@ WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::
 ORDER BY t.id DESC
 LIMIT %(limit)s;
 
--- name: task_count_filtered
--- How many tasks the filters select, for a filter the rollups do not hold (needs review).
-SELECT count(*) AS n FROM tasks t WHERE {task_filter};
+-- name: task_count_estimate
+-- The planner's estimate of how many tasks the filters select: costs planning, reads no rows.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM tasks t WHERE {task_filter};
 
 -- name: task_list_by_ids
 -- The current state of a set of tasks (an upload batch).
@@ -159,7 +159,14 @@ WHERE {task_filter};
 SELECT 'agent' AS kind, name AS value FROM agents
 UNION ALL
 SELECT 'customer', c.customer FROM (
-    SELECT DISTINCT customer FROM tasks WHERE customer IS NOT NULL ORDER BY customer LIMIT 500
+    -- From the all-time rollup rows (one per customer, agent and status) and the tasks not folded yet,
+    -- not from a scan of every task.
+    SELECT customer FROM task_rollups
+    WHERE NOT all_customers AND grain = 'a' AND customer IS NOT NULL AND tasks <> 0
+    UNION
+    SELECT customer FROM tasks
+    WHERE id = ANY(ARRAY(SELECT task_id FROM rollup_dirty)) AND customer IS NOT NULL
+    ORDER BY customer LIMIT 500
 ) c
 ORDER BY 1, 2;
 

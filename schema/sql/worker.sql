@@ -65,3 +65,7 @@ SELECT pg_advisory_unlock(hashtext('quire.mlflow.setup'));
 -- name: tracking_store_present_one
 -- Whether MLflow has created its tables in this database (it records its schema version there).
 SELECT to_regclass('public.alembic_version') IS NOT NULL AS present;
+
+-- name: tracking_experiment_present_one
+-- Whether MLflow's experiments table (its tables exist) holds this active experiment.
+SELECT EXISTS (SELECT 1 FROM experiments WHERE name = %(name)s AND lifecycle_stage = 'active') AS present;

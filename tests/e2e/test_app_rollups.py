@@ -47,7 +47,7 @@ def test_summary_and_task_list_carry_spend_splits_and_an_exact_total(app_server)
     assert summary["total"] == 3 and summary["unpriced_attempts"] == 0
     assert summary["spend_per_task"]["llm"]["tasks"] == 2
     assert 0.008 < summary["spend_per_task"]["llm"]["p50"] < 0.0125  # within the 0.01 bin (factor 1.25)
-    assert page["total"] == 2 and len(page["tasks"]) == 1 and page["next_cursor"]
+    assert page["total"] == 2 and page["total_is_estimate"] is False and len(page["tasks"]) == 1 and page["next_cursor"]
 
 
 def test_metrics_reads_the_rollups_through_prometheus_client(app_server):

@@ -27,3 +27,9 @@ def test_compute_waiting_for_billing_reads_pending():
     billed = A(compute_cost_usd=Decimal("1.4"), dbus=Decimal("2"), compute_state="billed")
     assert fmt.compute_cost([billed]) == "$1.40 (2.00 DBU)"
     assert fmt.compute_cost([billed, A(compute_state="pending")]) == "$1.40 (2.00 DBU) + pending"
+
+
+def test_an_estimated_count_is_rounded_as_a_person_says_it():
+    from app.components.format import approx
+
+    assert [approx(n) for n in (870, 1234, 35_400, 1_234_567)] == ["870", "1.2k", "35k", "1.2M"]

@@ -45,14 +45,12 @@ def test_summary_counts_spend_and_quality_per_filter(conn):
 
 def test_charts_follow_the_filter(conn):
     _seed(conn)
-    overview = stats.stats_summary_filtered(conn, TaskFilter())
-    every = stats.stats_charts_filtered(conn, TaskFilter(), start=overview.first_created_at,
-                                        end=overview.last_activity_at)
+    every = stats.stats_charts_filtered(conn, TaskFilter())
     assert {r["series"] for r in every.throughput} == {"submitted", "completed"}
     assert [r["key"] for r in every.cost_by_agent] == ["alpha"]
     assert sum(b["n"] for b in every.latency_bins) == 3 and sum(b["n"] for b in every.confidence_bins) == 3
     assert every.confidence_bins[0]["lo"] == 0.9
-    beta = stats.stats_charts_filtered(conn, TaskFilter(agents=("beta",)), start=None, end=None)
+    beta = stats.stats_charts_filtered(conn, TaskFilter(agents=("beta",)))
     assert beta.cost_by_agent == [] and beta.latency_bins == [] and beta.confidence_bins == []
     assert sum(r["n"] for r in beta.throughput) == 3
 
@@ -60,7 +58,7 @@ def test_charts_follow_the_filter(conn):
 def test_table_pages_by_keyset_and_sorts_on_the_server(conn):
     _seed(conn)
     rows, after = stats.task_list_keyset(conn, TaskFilter(), sort="tokens", descending=True, limit=2)
-    assert stats.task_count(conn, TaskFilter()) == 6 and len(rows) == 2 and all(r.input_tokens == 1000 for r in rows)
+    assert stats.task_count(conn, TaskFilter()) == stats.TaskCount(6) and len(rows) == 2 and all(r.input_tokens == 1000 for r in rows)
     rest, end = stats.task_list_keyset(conn, TaskFilter(), sort="tokens", descending=True, after=after, limit=10)
     assert len(rest) == 4 and not {r.id for r in rest} & {r.id for r in rows} and end is None
     by_customer, _ = stats.task_list_keyset(conn, TaskFilter(), sort="customer", descending=False, limit=10)
@@ -131,8 +129,8 @@ def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
     assert abs(flagged.avg_confidence - 0.42) < 1e-6
     rows, _ = stats.task_list_keyset(conn, TaskFilter(needs_review=True), sort="id", descending=False, limit=10)
     total = stats.task_count(conn, TaskFilter(needs_review=True))
-    assert total == 4 and len(rows) == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
-    charts = stats.stats_charts_filtered(conn, TaskFilter(needs_review=True), start=None, end=None)
+    assert total == stats.TaskCount(4, exact=True) and len(rows) == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    charts = stats.stats_charts_filtered(conn, TaskFilter(needs_review=True))
     assert sum(b["n"] for b in charts.confidence_bins) == 4 and charts.confidence_bins[0]["lo"] == 0.4
     assert stats.needs_review("completed", 0.42) and not stats.needs_review("completed", 0.9)
     assert not stats.needs_review("failed", None)

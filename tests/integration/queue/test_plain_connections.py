@@ -82,7 +82,7 @@ def test_every_engine_call_works_and_commits_on_a_plain_connection(plain, conn):
     assert summary.total == 7 and summary.input_tokens == 10
     rows, _ = call(stats.task_list_keyset, TaskFilter(), sort="id", descending=True, limit=50)
     assert len(rows) == 7 and rows[0].id == child.id
-    assert call(stats.task_count, TaskFilter()) == 7
+    assert call(stats.task_count, TaskFilter()).n == 7
     assert call(stats.stats_filter_options)["agent"] == ["capped", "free"]
     assert call(stats.task_events_last_id) > 0
     assert call(stats.health_ping) is True

@@ -35,7 +35,8 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
         await asyncio.wait_for(running, 30)
 
     asyncio.run(host())
-    events = [r.getMessage() for r in caplog.records if r.name == "quire.worker"]
+    # One JSON object per line; the lines of one claim round or settlement share a record.
+    events = [line for r in caplog.records if r.name == "quire.worker" for line in r.getMessage().splitlines()]
     assert any('"event":"started"' in e for e in events) and any('"event":"stopped"' in e for e in events)
     assert sum('"event":"claimed"' in e for e in events) == 13
     attempts = conn.execute("SELECT DISTINCT worker_id FROM task_attempts").fetchall()

@@ -77,6 +77,33 @@ def test_worker_claims_up_to_capacity_and_noop_completes(pool, conn, tmp_path):
                                          "runs_handed_back": 0, "sweeps_recovered": 0}
 
 
+def test_worker_an_ended_run_frees_its_slot_before_it_is_settled_up_to_one_set_of_slots(pool, conn, tmp_path):
+    slow = make_agent(conn, "slow", executor="noop", settings={"delay_seconds": 60})
+    held = make_task(conn, slow.name)
+    make_agent(conn, "bench", executor="noop")
+    for _ in range(10):
+        make_task(conn, "bench")
+    table, claimer, heartbeats = services(pool, tmp_path, concurrency=3)
+    # FIFO: the slow task (it runs on), then two that end within their start.
+    assert claimer.run_once() == 3
+    assert table.slots_taken(local=True, unsettled=3) == 1
+    assert claimer.run_once() == 2  # the ended runs' slots are free before any settlement
+    # Four ended runs wait to be settled, one more than a set of slots: that one holds a slot.
+    assert table.slots_taken(local=True, unsettled=3) == 2
+    assert claimer.run_once() == 1
+    assert table.slots_taken(local=True, unsettled=3) == 3 and claimer.run_once() == 0
+    assert len(table) == 6 and counts_by_status(conn) == {"processing": 6, "enqueued": 5}
+    heartbeats.run_once()  # settles the five ended runs together; the slow one runs on
+    assert len(table) == 1 and counts_by_status(conn) == {"processing": 1, "completed": 5, "enqueued": 5}
+    assert claimer.run_once() == 2
+    assert queue.get_task(conn, held.id).status.value == "processing"
+
+
+def counts_by_status(conn) -> dict[str, int]:
+    return {r["status"]: r["n"] for r in conn.execute(
+        "SELECT status::text, count(*) AS n FROM tasks GROUP BY 1")}
+
+
 def test_worker_claims_within_the_agent_throttle(pool, conn, tmp_path):
     make_agent(conn, "slow", executor="noop", max_concurrent_tasks=2, settings={"delay_seconds": 30})
     for _ in range(5):
