@@ -144,4 +144,4 @@ def test_adaptive_limits_name_the_agents_an_endpoint_rate_limited(db_dsn, conn):
         lines = asyncio.run(services.adaptive_limits(pool))
     finally:
         pool.close()
-    assert lines == ["limited: 1,000 of 40,000 TPM, 4 of 8 at once after 1 rate limits"]
+    assert lines == ["limited: 1,000 of 40,000 TPM, 5 of 8 at once after 1 rate limits"]
