@@ -27,10 +27,13 @@ class ClaimerConfig:
     max_remote_runs: int = 100
     # After a wake-up, how long to let more slots free and more work arrive before claiming.
     gather_seconds: float = 0.002
+    # Ended runs that may wait for their settlement without holding a slot.
+    unsettled_runs: int = 128
 
     def __post_init__(self):
-        if self.concurrency < 1 or self.max_batch < 1 or self.max_remote_runs < 0:
-            raise ValueError("concurrency and max_batch must be at least 1, max_remote_runs not negative")
+        if self.concurrency < 1 or self.max_batch < 1 or self.max_remote_runs < 0 or self.unsettled_runs < 0:
+            raise ValueError("concurrency and max_batch must be at least 1, max_remote_runs and "
+                             "unsettled_runs not negative")
         if self.poll_seconds <= 0 or self.gather_seconds < 0:
             raise ValueError("poll_seconds must be positive, gather_seconds not negative")
 
@@ -75,8 +78,9 @@ class Claimer:
         """Slots this worker has left for runs of this executor."""
         slots = self.config.concurrency if executor.local else self.config.max_remote_runs
         # Runs that ended wait for the heartbeats to settle them, many at once, while the claimer
-        # goes on: up to one full set of slots of them.
-        return slots - self.table.slots_taken(local=executor.local, unsettled=slots)
+        # goes on: up to a settlement batch of them, and never fewer than the slots.
+        unsettled = max(slots, self.config.unsettled_runs)
+        return slots - self.table.slots_taken(local=executor.local, unsettled=unsettled)
 
     @property
     def counters(self) -> WorkerCounters:
@@ -222,8 +226,11 @@ class Claimer:
 
     def gather_seconds(self) -> float:
         """How long to let wake-ups gather before the next round: none while the last round found
-        less work than slots (a new task is claimed at once), a moment while slots were short."""
-        return 0.0 if self._ran_dry else self.config.gather_seconds
+        less work than slots (a new task is claimed at once) or no run is left running, else a
+        moment, for more slots to free."""
+        if self._ran_dry or not self.table.any_running():  # nothing that could free a slot soon
+            return 0.0
+        return self.config.gather_seconds
 
     def next_wait(self) -> float:
         """How long to wait for a wake-up before looking again: the poll, the next backoff, or when

@@ -163,7 +163,7 @@ class WorkerDaemon:
                                             gather_seconds=claimer.gather_seconds),
             "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
                                                services_stop, beat_wake, run=call, worker_id=self.worker_id,
-                                               gather_seconds=heartbeats.config.gather_seconds),
+                                               gather_seconds=heartbeats.gather_seconds),
             "sweeper": lambda: service_loop("sweep", sweeper.run_once, sweeper.config.interval_seconds,
                                             services_stop, run=call, worker_id=self.worker_id),
             "costs": lambda: service_loop("reconcile costs", costs.run_once, costs.config.interval_seconds,

@@ -31,6 +31,10 @@ class Heartbeats:
         self.config = config or HeartbeatConfig()
         self.on_settled = on_settled or (lambda: None)
 
+    def gather_seconds(self) -> float:
+        """How long to let more runs end before settling: none when no run is left running."""
+        return self.config.gather_seconds if self.table.any_running() else 0.0
+
     def run_once(self, *, beat_all: bool = False) -> int:
         """One look at every run (`beat_all`: heartbeat each now); returns how many ended."""
         try:

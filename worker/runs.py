@@ -99,6 +99,13 @@ class RunTable:
         with self._lock:
             return sum(1 for r in self._runs.values() if r.executor.local == local)
 
+    def any_running(self) -> bool:
+        """Whether some run may still end soon: a local one still running, a remote one whose end
+        was not seen yet."""
+        with self._lock:
+            runs = list(self._runs.values())
+        return any(r.exit is None and (not r.executor.local or r.executor.is_alive(r.handle)) for r in runs)
+
     def slots_taken(self, *, local: bool, unsettled: int) -> int:
         """How many slots are in use: runs still running, plus ended runs not yet settled beyond
         `unsettled` of them (so settling never falls further behind than that).

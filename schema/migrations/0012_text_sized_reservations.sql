@@ -40,7 +40,9 @@ $$;
 
 -- Learns from every task that completes with its attempt's token usage recorded: the line by
 -- pages, and the line by characters where they are known.
-CREATE OR REPLACE FUNCTION quire_tasks_learn_tokens() RETURNS trigger LANGUAGE plpgsql AS $$
+-- (Nested loops on, for itself, while settlement turns them off for its batch: see migration 10.)
+CREATE OR REPLACE FUNCTION quire_tasks_learn_tokens() RETURNS trigger LANGUAGE plpgsql
+SET enable_nestloop = on AS $$
 BEGIN
     INSERT INTO agent_token_rates AS r (agent, document_type, samples, w, sp, st, spp, spt,
                                         text_samples, wc, sc, stc, scc, sct, updated_at)

@@ -52,9 +52,9 @@ def test_submit_stores_files_and_enqueues_with_priority_and_customer(quire, tmp_
                         "document_chars, document_sha256, submitted_by FROM tasks ORDER BY id").fetchall()
     assert [(r["document_name"], r["pages"], r["priority"], r["customer"]) for r in rows] == [
         ("a.pdf", 3, 7, "acme"), ("b.pdf", 1, 7, "acme")]
-    # The reservation before anything is learned follows the characters of the text layer.
+    # The estimate is sized by the PDF's text, counted at submit.
     assert rows[0]["document_chars"] > 0
-    assert rows[0]["estimated_tokens"] == queue.estimate_tokens(document_chars=rows[0]["document_chars"])
+    assert rows[0]["estimated_tokens"] == queue.estimate_tokens(pages=3, document_chars=rows[0]["document_chars"])
     stored = Path(rows[0]["document_uri"])
     assert stored.is_file() and stored.read_bytes() == a.read_bytes()
     assert str(tmp_path / "data" / "files") in str(stored)
