@@ -55,8 +55,10 @@ $$;
 -- the settlement of runs without spend return at once instead of joining every task.
 CREATE OR REPLACE FUNCTION quire_attempts_spend_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM new_rows n JOIN old_rows o ON o.id = n.id
-                   WHERE n.llm_cost_usd IS DISTINCT FROM o.llm_cost_usd) THEN
+    -- No cost (or a zero one) before or after in any row: no spend changed, and the two row sets
+    -- need no joining.
+    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.llm_cost_usd <> 0)
+       AND NOT EXISTS (SELECT 1 FROM old_rows o WHERE o.llm_cost_usd <> 0) THEN
         RETURN NULL;
     END IF;
     -- Ordered by key, so two statements touching the same customers lock their rows in one order.
@@ -73,7 +75,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION quire_attempts_spend_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.llm_cost_usd IS NOT NULL) THEN
+    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.llm_cost_usd <> 0) THEN
         RETURN NULL;
     END IF;
     INSERT INTO customer_month_spend AS s (customer, month, llm_cost_usd)
@@ -90,13 +92,15 @@ END $$;
 -- task_id alone only cost every claim and settlement one more index entry per attempt.
 DROP INDEX task_attempts_task_idx;
 
--- Settlement joins a batch's rows by hash (it turns nested loops off for its statement); the
--- triggers that statement fires plan their own small lookups, by index, as usual.
+-- Every trigger function says how it joins, whatever the statement that fires it set (settlement
+-- turns nested loops off for its batch statement). Those that look rows up in the big tables do
+-- so by index, in nested loops; those that only pair a statement's old and new rows by id do it by
+-- hash (the row sets have no statistics, and a nested loop over them is quadratic in the batch).
 ALTER FUNCTION quire_tasks_inserted() SET enable_nestloop = on;
-ALTER FUNCTION quire_tasks_updated() SET enable_nestloop = on;
 ALTER FUNCTION quire_tasks_learn_tokens() SET enable_nestloop = on;
-ALTER FUNCTION quire_rollup_mark_tasks() SET enable_nestloop = on;
-ALTER FUNCTION quire_rollup_mark_attempts() SET enable_nestloop = on;
 ALTER FUNCTION quire_attempts_spend_inserted() SET enable_nestloop = on;
 ALTER FUNCTION quire_attempts_spend_updated() SET enable_nestloop = on;
 ALTER FUNCTION quire_agents_written() SET enable_nestloop = on;
+ALTER FUNCTION quire_tasks_updated() SET enable_nestloop = off;
+ALTER FUNCTION quire_rollup_mark_tasks() SET enable_nestloop = off;
+ALTER FUNCTION quire_rollup_mark_attempts() SET enable_nestloop = off;

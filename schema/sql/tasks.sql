@@ -81,7 +81,9 @@ WHERE id = ANY(%(ids)s::bigint[]) AND waiting_since IS NULL;
 -- that admission already chose and locked; %(unthrottled_only)s lets it run alone, as its own
 -- transaction, for agents without limits.
 WITH wanted AS (
-    SELECT a.name, a.lease_seconds, a.executor, s.pool, s.slots
+    SELECT a.name, a.lease_seconds, a.executor, s.pool, s.slots,
+           -- Whether the agent learned its token costs yet (only then is each task's line computed).
+           EXISTS (SELECT 1 FROM agent_token_rates r WHERE r.agent = a.name AND r.samples >= 3) AS learned
     FROM agents a
     JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
       ON s.executor IS NULL OR s.executor = a.executor
@@ -133,7 +135,7 @@ WITH wanted AS (
            coalesce(%(executor)s, w.executor),
            encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'),
            -- The reservation: what this agent's documents were learned to cost, else the estimate.
-           CASE WHEN t.estimate_is_static
+           CASE WHEN t.estimate_is_static AND w.learned
                 THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes, t.document_chars), t.estimated_tokens)
                 ELSE t.estimated_tokens END,
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won

@@ -72,12 +72,15 @@ def test_claim_walks_the_fair_share_index_without_sorting_the_backlog(conn):
         assert "Limit" in [p["Node Type"] for p in parents[:3]]
 
 
-def test_every_trigger_of_the_queue_tables_plans_with_nested_loops(conn):
-    # Settlement turns nested loops off for its batch statement; the triggers it fires must turn
-    # them on for themselves, or their small lookups become scans of whole tables.
+def test_every_trigger_of_the_queue_tables_says_how_it_joins(conn):
+    # Settlement turns nested loops off for its batch statement; the triggers it fires must say for
+    # themselves, or their small lookups could become scans of whole tables.
     rows = conn.execute(
         "SELECT DISTINCT p.proname, coalesce(p.proconfig, '{}') AS config FROM pg_trigger t "
         "JOIN pg_proc p ON p.oid = t.tgfoid WHERE NOT t.tgisinternal "
         "AND t.tgrelid IN ('tasks'::regclass, 'task_attempts'::regclass, 'agents'::regclass)").fetchall()
     assert len(rows) >= 8
-    assert [r["proname"] for r in rows if "enable_nestloop=on" not in r["config"]] == []
+    assert [r["proname"] for r in rows
+            if not {"enable_nestloop=on", "enable_nestloop=off"} & set(r["config"])] == []
+    by_index = {r["proname"] for r in rows if "enable_nestloop=on" in r["config"]}
+    assert {"quire_tasks_learn_tokens", "quire_attempts_spend_updated"} <= by_index
