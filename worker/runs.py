@@ -94,11 +94,6 @@ class RunTable:
         with self._lock:
             return len(self._runs)
 
-    def count(self, *, local: bool) -> int:
-        """Runs in the table, local (local=True) or elsewhere (local=False), ended or not."""
-        with self._lock:
-            return sum(1 for r in self._runs.values() if r.executor.local == local)
-
     def any_running(self) -> bool:
         """Whether some run may still end soon: a local one still running, a remote one whose end
         was not seen yet."""
