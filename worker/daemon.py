@@ -30,7 +30,7 @@ from worker.public_url import public_url
 from worker.runs import RunTable, RunTableConfig
 from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
-from worker.tracking import locate_tracking, prepare_store, tracking_experiment_ready, tracking_store_ready
+from worker.tracking import locate_tracking, prepare_store, tracking_store_state
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
@@ -227,11 +227,12 @@ class WorkerDaemon:
         """
         try:
             uri, ours = await call(locate_tracking, self.dsn, self.settings.mlflow_tracking_uri)
-            if not ours or await call(tracking_experiment_ready, self.dsn):
+            state = await call(tracking_store_state, self.dsn) if ours else None
+            if state in (None, "ready"):
                 return uri, None
             setup = call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
                                            artifact_root=self.settings.data_dir / "mlflow-artifacts"))
-            if await call(tracking_store_ready, self.dsn):
+            if state == "tables":
                 return uri, setup
             return (uri if await setup else None), None
         except Exception as exc:  # tracing is optional, the work is not

@@ -59,20 +59,16 @@ def locate_tracking(dsn: str, configured_uri: str | None) -> tuple[str, bool]:
     return tracking_uri_beside(dsn), True
 
 
-def tracking_store_ready(dsn: str) -> bool:
-    """Whether MLflow has made its tables in the database beside the queue's."""
-    with db.connect(db.with_database(dsn, DEFAULT_DATABASE)) as conn:
-        return bool(conn.execute(q("tracking_store_present_one")).fetchone()["present"])
-
-
-def tracking_experiment_ready(dsn: str) -> bool:
-    """Whether the store beside the queue's has its tables and the active experiment already:
-    then nothing is left to set up, and MLflow need not even be imported."""
+def tracking_store_state(dsn: str) -> str:
+    """How far the store beside the queue's is set up: "empty", "tables" (MLflow made its tables),
+    or "ready" (and the experiment is there: nothing is left to do, MLflow need not be loaded)."""
     experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
     with db.connect(db.with_database(dsn, DEFAULT_DATABASE)) as conn:
         if not conn.execute(q("tracking_store_present_one")).fetchone()["present"]:
-            return False
-        return bool(conn.execute(q("tracking_experiment_present_one"), {"name": experiment}).fetchone()["present"])
+            return "empty"
+        if conn.execute(q("tracking_experiment_present_one"), {"name": experiment}).fetchone()["present"]:
+            return "ready"
+        return "tables"
 
 
 def prepare_store(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None) -> bool:

@@ -63,11 +63,9 @@ class NoopExecutor(Executor):
 
     def start(self, launch: Launch, on_exit: OnExit) -> NoopHandle:
         delay = float((launch.agent.settings or {}).get("delay_seconds", 0) or 0)
-        if delay <= 0:  # ended already: its report is kept like an agent's report file
-            handle = NoopHandle(attempt_id=launch.attempt_id, started=time.monotonic(), done=_ENDED,
-                                report=noop_report(launch))
-            if launch.callback_url:
-                handle.error = self._post(launch, handle.report)
+        if delay <= 0:  # it ends within its start
+            handle = NoopHandle(attempt_id=launch.attempt_id, started=time.monotonic(), done=_ENDED)
+            self._report(handle, launch)
             on_exit()
             return handle
         handle = NoopHandle(attempt_id=launch.attempt_id, started=time.monotonic())
@@ -80,12 +78,16 @@ class NoopExecutor(Executor):
         """Reports the run: by signed POST, or as a report the worker applies."""
         if handle.done.is_set():
             return
+        self._report(handle, launch)
+        handle.done.set()
+        on_exit()
+
+    def _report(self, handle: NoopHandle, launch: Launch) -> None:
+        """Makes the run's report and posts it when there is a callback URL."""
         # Kept like an agent's report file: the worker applies it if the callback did not arrive.
         handle.report = noop_report(launch)
         if launch.callback_url:
             handle.error = self._post(launch, handle.report)
-        handle.done.set()
-        on_exit()
 
     def _post(self, launch: Launch, report: dict[str, Any]) -> str | None:
         """Posts the signed report; returns why it failed, or None."""
