@@ -86,7 +86,7 @@ def problem(what: str, exc: BaseException | str, **fields: Any) -> None:
               "entity": "worker", "event": "error", "during": what,
               "error": exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}
     record.update({k: v for k, v in fields.items() if v is not None})
-    log.warning(json.dumps(record, default=_default, separators=(",", ":")))
+    _emit(logging.WARNING, _encode(record))
 
 
 def configure_stderr_logging(level: int = logging.INFO) -> None:
