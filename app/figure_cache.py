@@ -33,6 +33,14 @@ FORGET_AFTER_SECONDS = 300.0  # figures no page asked for this long are dropped
 MAX_SHARED = 512
 
 
+async def in_thread(pool: ConnectionPool, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Runs `work(conn, ...)` with a pooled connection in a worker thread."""
+    def call() -> T:
+        with pool.connection() as conn:
+            return work(conn, *args, **kwargs)
+    return await asyncio.to_thread(call)
+
+
 @dataclass
 class _Held:
     """One filter's figures, when they were read, and the views made of them since the last sync."""
@@ -62,10 +70,7 @@ class FigureCache:
         self._shared_locks: dict[Hashable, asyncio.Lock] = {}
 
     async def _in_thread(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        def call() -> T:
-            with self.pool.connection() as conn:
-                return work(conn, *args, **kwargs)
-        return await asyncio.to_thread(call)
+        return await in_thread(self.pool, work, *args, **kwargs)
 
     async def summary(self, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
         """The filter's summary, and whether it was read after `since` (see `shared`)."""

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Literal
 
 from psycopg_pool import ConnectionPool
 
 from app import figure_cache
+from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
 from schema import queue, stats
 from schema.errors import InvalidTransition, NotFound, QuireError
@@ -20,17 +21,8 @@ from schema.models import DEFAULT_PRIORITY, Task, TaskStatus
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
 
-T = TypeVar("T")
 SAMPLES_DIR = Path(__file__).with_name("samples")
 SAMPLES_SUBMITTER = "samples"
-
-
-async def _in_thread(pool: ConnectionPool, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Runs `work(conn, ...)` with a pooled connection in a worker thread."""
-    def call() -> T:
-        with pool.connection() as conn:
-            return work(conn, *args, **kwargs)
-    return await asyncio.to_thread(call)
 
 
 STATUSES = [s.value for s in TaskStatus]
