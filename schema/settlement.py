@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import Any, Mapping
 
 import psycopg
+from psycopg.rows import dict_row
 
 from schema import payloads, queue
 from schema.errors import InvalidPayload, TransactionInProgress
-from schema.sql import fetch_all as _rows
+from schema.sql import q
 
 # Attempt states in which nobody else has settled the attempt: the worker may report for it.
 REPORTABLE = frozenset({"processing", "lost"})
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,18 @@ def _plain(value: Any) -> Any:
     return float(value) if value is not None else None
 
 
+def _plain_completion(report: Mapping[str, Any] | None) -> payloads.Report | None:
+    """The report parsed, if it is a completion settlement may apply (a rate-limited one goes the
+    one-by-one way, which backs the agent off); None for anything else."""
+    if report is None:
+        return None
+    try:
+        parsed = payloads.parse_callback(report)
+    except InvalidPayload:
+        return None
+    return parsed if parsed.status == "completed" and not parsed.rate_limited else None
+
+
 def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
                  now: datetime | None = None) -> dict[int, Settled]:
     """Records the compute of every run and applies the plain completions, in one transaction.
@@ -55,61 +67,57 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
     applied here; any other report (failures, invalid bodies, tasks already ended) is returned
     as `report_due` for apply_callback, the one-by-one path. One attempt per task is settled per
     call: others of the same task come back as not settled and are retried by the caller.
+    The statements go to the server together, in one round trip (pipeline mode).
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
     if not ended:
         return {}
-    by_attempt = {e.attempt_id: e for e in ended}
-    out: dict[int, Settled] = {}
-    with conn.transaction():
-        locked = _rows(conn, "task_lock_for_attempts", {"attempt_ids": list(by_attempt)})
-        items, seen_tasks = [], set()
+    items: dict[int, dict[str, Any]] = {}
+    for e in ended:
+        report = _plain_completion(e.report)
+        item = {"attempt_id": e.attempt_id, "complete": report is not None,
+                "compute_seconds": e.compute_seconds, "cpu_seconds": e.cpu_seconds,
+                "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus),
+                "compute_state": e.compute_state}
+        if report is not None:
+            item.update(result=report.result, confidence=report.confidence, pages=report.pages,
+                        has_usage=report.has_usage, input_tokens=report.input_tokens,
+                        output_tokens=report.output_tokens, llm_cost_usd=report.llm_cost_usd,
+                        llm_unpriced=report.unpriced,
+                        report_compute_cost_usd=report.compute_cost_usd, run_id=report.run_id,
+                        trace_id=report.trace_id)
+        items[e.attempt_id] = item
+    ids = list(items)
+    with conn.pipeline(), conn.transaction():
+        locking = conn.cursor(row_factory=dict_row)
+        locking.execute(q("task_lock_for_attempts"), {"attempt_ids": ids})
+        # The batch joins its own rows by hash: with statistics that lag behind a fast-changing
+        # queue, the planner would otherwise loop over one side once per row of the other.
+        # (The triggers it fires turn them on again for themselves: see migration 10.) Plans
+        # of such cost must not be compiled either: JIT would take longer than the statement.
+        conn.execute("SELECT set_config('enable_nestloop', 'off', true), set_config('jit', 'off', true)")
+        settling = conn.cursor(row_factory=dict_row)
+        settling.execute(q("task_complete_batch_from_attempts"),
+                         {"reports": json.dumps(list(items.values())), "now": now, "attempt_ids": ids})
+        locked, done = locking.fetchall(), settling.fetchall()
+        agents = {row["attempt_id"]: row["agent"] for row in locked}
         model_calls: dict[str, int] = {}  # per agent, completions that called a model without a 429
-        for row in locked:
-            attempt_id, task_id = row["attempt_id"], row["task_id"]
-            if task_id in seen_tasks:
-                continue  # a second run of the same task: settled by the next call
-            seen_tasks.add(task_id)
-            e = by_attempt[attempt_id]
-            due = row["reported_status"] is None and row["attempt_status"] in REPORTABLE
-            report = None
-            if due and e.report is not None and row["task_status"] not in TERMINAL:
-                try:
-                    parsed = payloads.parse_callback(e.report)
-                except InvalidPayload:
-                    parsed = None
-                # A rate-limited report goes the one-by-one way, which backs the agent off.
-                report = (parsed if parsed is not None and parsed.status == "completed"
-                          and not parsed.rate_limited else None)
-            if report is not None and (report.input_tokens or report.output_tokens):
-                model_calls[row["agent"]] = model_calls.get(row["agent"], 0) + 1
-            item = {"attempt_id": attempt_id, "task_id": task_id, "complete": report is not None,
-                    "compute_seconds": e.compute_seconds, "cpu_seconds": e.cpu_seconds,
-                    "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus),
-                    "compute_state": e.compute_state}
-            if report is not None:
-                item.update(result=report.result, confidence=report.confidence, pages=report.pages,
-                            has_usage=report.has_usage, input_tokens=report.input_tokens,
-                            output_tokens=report.output_tokens, llm_cost_usd=report.llm_cost_usd,
-                            llm_unpriced=report.unpriced,
-                            report_compute_cost_usd=report.compute_cost_usd, run_id=report.run_id,
-                            trace_id=report.trace_id)
-            items.append(item)
-            out[attempt_id] = Settled(attempt_id, task_id, row["reported_status"], report_due=due)
-        if items:
-            # The batch joins its own rows by hash: with statistics that lag behind a fast-changing
-            # queue, the planner would otherwise loop over one side once per row of the other.
-            # (The triggers it fires turn them on again for themselves: see migration 10.) Plans
-            # of such cost must not be compiled either: JIT would take longer than the statement.
-            conn.execute("SET LOCAL enable_nestloop = off")
-            conn.execute("SET LOCAL jit = off")
-        done = _rows(conn, "task_complete_batch_from_attempts",
-                     {"reports": json.dumps(items), "now": now,
-                      "task_ids": [i["task_id"] for i in items],
-                      "attempt_ids": [i["attempt_id"] for i in items]}) if items else []
+        for row in done:
+            item = items[row["attempt_id"]]
+            if item.get("input_tokens") or item.get("output_tokens"):
+                agent = agents[row["attempt_id"]]
+                model_calls[agent] = model_calls.get(agent, 0) + 1
         if model_calls:
             queue.throttle_recover(conn, model_calls, now=now)
+    out: dict[int, Settled] = {}
+    seen_tasks: set[int] = set()
+    for row in locked:
+        if row["task_id"] in seen_tasks:
+            continue  # a second run of the same task: settled by the next call
+        seen_tasks.add(row["task_id"])
+        due = row["reported_status"] is None and row["attempt_status"] in REPORTABLE
+        out[row["attempt_id"]] = Settled(row["attempt_id"], row["task_id"], row["reported_status"], report_due=due)
     for row in done:
         previous = out[row["attempt_id"]]
         out[row["attempt_id"]] = Settled(previous.attempt_id, previous.task_id, previous.reported_status,
