@@ -29,13 +29,15 @@ class ClaimerConfig:
     gather_seconds: float = 0.002
     # Ended runs that may wait for their settlement without holding a slot.
     unsettled_runs: int = 128
+    # How long one service round may go on claiming while every claim fills and slots free again.
+    burst_seconds: float = 0.25
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_batch < 1 or self.max_remote_runs < 0 or self.unsettled_runs < 0:
             raise ValueError("concurrency and max_batch must be at least 1, max_remote_runs and "
                              "unsettled_runs not negative")
-        if self.poll_seconds <= 0 or self.gather_seconds < 0:
-            raise ValueError("poll_seconds must be positive, gather_seconds not negative")
+        if self.poll_seconds <= 0 or self.gather_seconds < 0 or self.burst_seconds < 0:
+            raise ValueError("poll_seconds must be positive, gather_seconds and burst_seconds not negative")
 
 
 def wants_claim(events: Iterable[StreamEvent]) -> bool:
@@ -252,11 +254,16 @@ class Claimer:
         return self.config.poll_seconds if due is None else min(self.config.poll_seconds, due + 0.01)
 
     def round(self) -> float:
-        """Claims once; returns how long to wait before the next round (0 after a full round)."""
-        claimed = self.run_once()
-        if claimed and self.free_any():
-            return 0.0
-        return self.next_wait()
+        """Claims while rounds claim and slots stay free, for up to `burst_seconds` in this thread
+        (no trip back to the event loop between them); returns how long to wait before the next
+        round (0 when the burst ended with work and slots left)."""
+        burst_ends = time.monotonic() + self.config.burst_seconds
+        while True:
+            claimed = self.run_once()
+            if not (claimed and self.free_any()):
+                return self.next_wait()
+            if self.paused or time.monotonic() >= burst_ends:
+                return 0.0
 
     def free_any(self) -> bool:
         """Whether any executor that an agent uses has a free slot."""

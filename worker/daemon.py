@@ -161,7 +161,7 @@ class WorkerDaemon:
             "claimer": lambda: service_loop("claim", claimer.round, claimer.config.poll_seconds, claim_stop,
                                             claim_wake, run=call, worker_id=self.worker_id,
                                             gather_seconds=claimer.gather_seconds),
-            "heartbeats": lambda: service_loop("heartbeat", heartbeats.run_once, heartbeats.config.tick_seconds,
+            "heartbeats": lambda: service_loop("heartbeat", heartbeats.round, heartbeats.config.tick_seconds,
                                                services_stop, beat_wake, run=call, worker_id=self.worker_id,
                                                gather_seconds=heartbeats.gather_seconds),
             "sweeper": lambda: service_loop("sweep", sweeper.run_once, sweeper.config.interval_seconds,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,10 +17,12 @@ class HeartbeatConfig:
     tick_seconds: float = 0.5
     # After a wake-up, how long to let other runs end too, so their reports are applied together.
     gather_seconds: float = 0.002
+    # How long one service round may go on settling while more runs have ended meanwhile.
+    burst_seconds: float = 0.25
 
     def __post_init__(self):
-        if self.tick_seconds <= 0 or self.gather_seconds < 0:
-            raise ValueError("tick_seconds must be positive, gather_seconds not negative")
+        if self.tick_seconds <= 0 or self.gather_seconds < 0 or self.burst_seconds < 0:
+            raise ValueError("tick_seconds must be positive, gather_seconds and burst_seconds not negative")
 
 
 class Heartbeats:
@@ -34,6 +37,15 @@ class Heartbeats:
     def gather_seconds(self) -> float:
         """How long to let more runs end before settling: none when no run is left running."""
         return self.config.gather_seconds if self.table.any_running() else 0.0
+
+    def round(self) -> int:
+        """Looks at every run, and again while runs ended meanwhile (for up to `burst_seconds`, in
+        this thread: no trip back to the event loop between); returns how many ended."""
+        burst_ends = time.monotonic() + self.config.burst_seconds
+        ended = self.run_once()
+        while ended and self.table.any_ended() and time.monotonic() < burst_ends:
+            ended += self.run_once()
+        return ended
 
     def run_once(self, *, beat_all: bool = False) -> int:
         """One look at every run (`beat_all`: heartbeat each now); returns how many ended."""

@@ -101,6 +101,14 @@ class RunTable:
             runs = list(self._runs.values())
         return any(r.exit is None and (not r.executor.local or r.executor.is_alive(r.handle)) for r in runs)
 
+    def any_ended(self) -> bool:
+        """Whether some run ended and waits to be settled (a remote one: its end was seen)."""
+        with self._lock:
+            runs = list(self._runs.values())
+        return any(not r.handing_back
+                   and (r.exit is not None or (r.executor.local and not r.executor.is_alive(r.handle)))
+                   for r in runs)
+
     def slots_taken(self, *, local: bool, unsettled: int) -> int:
         """How many slots are in use: runs still running, plus ended runs not yet settled beyond
         `unsettled` of them (so settling never falls further behind than that).
