@@ -248,6 +248,7 @@ class _Layout:
 
 @functools.cache
 def _layout(cls: type) -> _Layout:
+    """The dataclass's fields as _build and assemble use them (worked out once per class)."""
     fields = dataclasses.fields(cls)
     template = {f.name: f.default if f.default is not dataclasses.MISSING else _NO_DEFAULT
                 for f in fields}
