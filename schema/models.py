@@ -41,6 +41,16 @@ DEFAULT_PRIORITY = 5
 
 TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
+_TASK_STATUSES = {status.value: status for status in TaskStatus}
+
+
+def task_status(value: Any) -> TaskStatus:
+    """TaskStatus(value), looked up directly for the values the database and the events carry."""
+    try:
+        return _TASK_STATUSES[value]
+    except (KeyError, TypeError):
+        return TaskStatus(value)
+
 
 class AttemptStatus(str, Enum):
     """Mirrors the Postgres enum attempt_status."""
@@ -222,16 +232,61 @@ class CallbackOutcome:
         return self.kind is CallbackKind.APPLIED
 
 
+_NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What building a dataclass instance without its __init__ needs to know of its fields."""
+
+    names: frozenset[str]
+    template: dict[str, Any]             # every field in order: its default, or _NO_DEFAULT
+    required: frozenset[str]             # fields without a default or a default factory
+    factories: tuple[tuple[str, Any], ...]
+    direct: bool                         # its __init__ only stores the fields: it may be skipped
+
+
 @functools.cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
+def _layout(cls: type) -> _Layout:
+    """The dataclass's fields as _build and assemble use them (worked out once per class)."""
+    fields = dataclasses.fields(cls)
+    template = {f.name: f.default if f.default is not dataclasses.MISSING else _NO_DEFAULT
+                for f in fields}
+    factories = tuple((f.name, f.default_factory) for f in fields
+                      if f.default_factory is not dataclasses.MISSING)
+    required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING
+                         and f.default_factory is dataclasses.MISSING)
+    # (An InitVar is not among the fields, and only __post_init__ could use one.)
+    direct = (all(f.init for f in fields) and not hasattr(cls, "__post_init__")
+              and "__slots__" not in cls.__dict__
+              and (cls.__dataclass_params__.frozen or cls.__setattr__ is object.__setattr__))
+    return _Layout(frozenset(template), template, required, factories, direct)
+
+
+def assemble(cls: type, values: dict[str, Any]) -> Any:
+    """An instance of the dataclass `cls` made from `values`, which holds every one of its fields
+    in field order, without calling its __init__ (a frozen one sets each field by a slow call)."""
+    instance = object.__new__(cls)
+    instance.__dict__.update(values)
+    return instance
 
 
 def _build(cls: type, row: Mapping[str, Any], **overrides: Any) -> Any:
-    names = _field_names(cls)
+    """cls(**the row's fields, **overrides): the row's other columns are ignored, and fields it
+    lacks take their defaults. The same object as the constructor's, made faster."""
+    layout = _layout(cls)
+    names = layout.names
     values = {k: v for k, v in row.items() if k in names}
     values.update(overrides)
-    return cls(**values)
+    if not layout.direct or not overrides.keys() <= names:
+        return cls(**values)
+    if len(values) < len(names):
+        if not layout.required <= values.keys():
+            return cls(**values)  # it raises the constructor's TypeError for the missing fields
+        for name, factory in layout.factories:
+            if name not in values:
+                values[name] = factory()
+    return assemble(cls, layout.template | values)
 
 
 def agent_from_row(row: Mapping[str, Any]) -> Agent:
@@ -244,11 +299,20 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
 
 def event_from_row(row: Mapping[str, Any]) -> TaskEvent:
     prev = row["prev_status"]
-    return _build(TaskEvent, row, status=TaskStatus(row["status"]),
-                  prev_status=TaskStatus(prev) if prev else None)
+    return _build(TaskEvent, row, status=task_status(row["status"]),
+                  prev_status=task_status(prev) if prev else None)
 
 
 def task_from_row(row: Mapping[str, Any], attempts: list[Attempt] | None = None,
                   events: list[TaskEvent] | None = None) -> Task:
-    return _build(Task, row, status=TaskStatus(row["status"]), attempts=attempts or [],
+    return _build(Task, row, status=task_status(row["status"]), attempts=attempts or [],
                   events=events or [])
+
+
+def claim_from_row(row: Mapping[str, Any]) -> Claim:
+    """A claim from a row of the claim statement: the task's columns, and its claim_attempt_id,
+    claim_attempt_no and claim_callback_secret."""
+    return assemble(Claim, {"task": task_from_row(row), "attempt_id": row["claim_attempt_id"],
+                            "attempt_no": row["claim_attempt_no"],
+                            "lease_expires_at": row["lease_expires_at"],
+                            "callback_secret": row["claim_callback_secret"]})

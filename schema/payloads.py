@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+from math import isfinite
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any
 
 from schema.errors import InvalidPayload
+from schema.models import assemble
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
@@ -96,6 +98,10 @@ def check_storable(value: Any, where: str = "body") -> None:
         _explain_unstorable(value, where)
 
 
+# Types whose every value is storable.
+_SCALARS = frozenset({int, bool, type(None)})
+
+
 def _storable(item: Any, depth: int) -> bool:
     """Whether the value can be stored; a fast walk that names nothing (see _explain_unstorable)."""
     if depth > MAX_DEPTH:
@@ -116,13 +122,28 @@ def _storable(item: Any, depth: int) -> bool:
     if kind is int or kind is bool or item is None:
         return True
     if kind is dict or isinstance(item, Mapping):
+        depth += 1
+        shallow = depth <= MAX_DEPTH
         for key, inner in item.items():
-            if not (_storable(key, depth + 1) and _storable(inner, depth + 1)):
+            # ASCII keys, and scalars and ASCII strings as values (most of a body), are checked
+            # here rather than by a call.
+            if not (shallow and type(key) is str and key.isascii() and "\x00" not in key
+                    or _storable(key, depth)):
+                return False
+            inner_kind = type(inner)
+            if not (shallow and (inner_kind in _SCALARS or inner_kind is float and isfinite(inner)
+                                 or inner_kind is str and inner.isascii() and "\x00" not in inner)
+                    or _storable(inner, depth)):
                 return False
         return True
     if kind is list or kind is tuple or isinstance(item, (list, tuple)):
+        depth += 1
+        shallow = depth <= MAX_DEPTH
         for inner in item:
-            if not _storable(inner, depth + 1):
+            inner_kind = type(inner)
+            if not (shallow and (inner_kind in _SCALARS or inner_kind is float and isfinite(inner)
+                                 or inner_kind is str and inner.isascii() and "\x00" not in inner)
+                    or _storable(inner, depth)):
                 return False
         return True
     if isinstance(item, str):  # a str subclass
@@ -169,8 +190,8 @@ def parse_callback(payload: Any) -> Report:
     if not isinstance(payload, Mapping):
         raise InvalidPayload("callback body must be a JSON object")
     check_storable(payload)
-    unknown = set(payload) - _KNOWN
-    if unknown:
+    if not _KNOWN.issuperset(payload):
+        unknown = set(payload) - _KNOWN
         raise InvalidPayload(f"unknown callback fields: {', '.join(sorted(unknown))}")
     status = payload.get("status")
     if status not in ("completed", "failed"):
@@ -191,12 +212,15 @@ def parse_callback(payload: Any) -> Report:
     error = _text(payload, "error", MAX_ERROR_CHARS)
     if status == "failed" and not error:
         raise InvalidPayload("a failed callback must carry an error message")
-    return Report(status=status, result=result, confidence=confidence, error=error,
-                  retryable=retryable, input_tokens=_count(payload, "input_tokens", MAX_TOKENS),
-                  output_tokens=_count(payload, "output_tokens", MAX_TOKENS),
-                  llm_cost_usd=_money(payload, "llm_cost_usd"),
-                  compute_cost_usd=_money(payload, "compute_cost_usd"),
-                  run_id=_text(payload, "run_id"), trace_id=_text(payload, "trace_id"),
-                  pages=_count(payload, "pages", MAX_PAGES),
-                  rate_limited=_count(payload, "rate_limited", MAX_TOKENS) or 0,
-                  retry_after_seconds=_money(payload, "retry_after_seconds"))
+    # Built without the frozen dataclass's __init__ (Report's fields, in order); the checks run in
+    # this order, so the first thing wrong is named.
+    return assemble(Report, {
+        "status": status, "result": result, "confidence": confidence, "error": error,
+        "retryable": retryable, "input_tokens": _count(payload, "input_tokens", MAX_TOKENS),
+        "output_tokens": _count(payload, "output_tokens", MAX_TOKENS),
+        "llm_cost_usd": _money(payload, "llm_cost_usd"),
+        "compute_cost_usd": _money(payload, "compute_cost_usd"),
+        "run_id": _text(payload, "run_id"), "trace_id": _text(payload, "trace_id"),
+        "pages": _count(payload, "pages", MAX_PAGES),
+        "rate_limited": _count(payload, "rate_limited", MAX_TOKENS) or 0,
+        "retry_after_seconds": _money(payload, "retry_after_seconds")})

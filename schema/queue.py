@@ -19,7 +19,8 @@ from schema.admission import Candidate, Load, admit
 from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProgress, UnknownAgent,
                            UnknownAttempt, UnknownTask)
 from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
-                           agent_from_row, attempt_from_row, event_from_row, task_from_row)
+                           agent_from_row, attempt_from_row, claim_from_row, event_from_row,
+                           task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
 
@@ -319,9 +320,7 @@ def _claim_admitted(conn: psycopg.Connection, params: dict[str, Any], *, limit: 
 
 def _claims(rows: list[dict[str, Any]]) -> list[Claim]:
     rows.sort(key=lambda r: (-r["priority"], r["created_at"], r["id"]))
-    return [Claim(task=task_from_row(r), attempt_id=r["claim_attempt_id"],
-                  attempt_no=r["claim_attempt_no"], lease_expires_at=r["lease_expires_at"],
-                  callback_secret=r["claim_callback_secret"]) for r in rows]
+    return [claim_from_row(r) for r in rows]
 
 
 def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime | None) -> list[int]:

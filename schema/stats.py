@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from schema import rollups
-from schema.models import TaskStatus
+from schema.models import TaskStatus, assemble, task_status
 from schema.sql import fetch_all, fetch_one, q, run_query
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
@@ -116,16 +116,24 @@ class StreamEvent:
     @classmethod
     def of(cls, row: dict[str, Any]) -> "StreamEvent":
         """From an event log row ({id, task_id, agent, status, prev_status, actor, at})."""
-        prev = row.get("prev_status")
-        return cls(id=int(row["id"]), task_id=int(row["task_id"]), agent=row["agent"],
-                   status=TaskStatus(row["status"]), prev_status=TaskStatus(prev) if prev else None,
-                   actor=row.get("actor"), at=row.get("at"))
+        return cls._make(row["id"], row["task_id"], row["agent"], row["status"], row.get("prev_status"),
+                         row.get("actor"), row.get("at"))
 
     @classmethod
     def from_notify(cls, item: dict[str, Any]) -> "StreamEvent":
         """From one event of the trigger's NOTIFY payload ({"e", "id", "a", "s", "p"})."""
-        return cls.of({"id": item["e"], "task_id": item["id"], "agent": item["a"], "status": item["s"],
-                       "prev_status": item.get("p")})
+        return cls._make(item["e"], item["id"], item["a"], item["s"], item.get("p"))
+
+    @classmethod
+    def _make(cls, event_id: Any, task_id: Any, agent: str, status: Any, prev_status: Any,
+              actor: str | None = None, at: datetime | None = None) -> "StreamEvent":
+        """The event of these values, as the constructor makes it from int(id), int(task_id) and
+        the statuses (without its field-by-field __init__: the worker reads an event per change)."""
+        return assemble(cls, {"id": event_id if type(event_id) is int else int(event_id),
+                              "task_id": task_id if type(task_id) is int else int(task_id),
+                              "agent": agent, "status": task_status(status),
+                              "prev_status": task_status(prev_status) if prev_status else None,
+                              "actor": actor, "at": at})
 
 
 @dataclass(frozen=True)

@@ -78,11 +78,17 @@ class Claimer:
 
     def free(self, executor: Executor) -> int:
         """Slots this worker has left for runs of this executor."""
-        slots = self.config.concurrency if executor.local else self.config.max_remote_runs
+        return self._free_pools([executor])[executor.local]
+
+    def _free_pools(self, executors: Iterable[Executor]) -> dict[bool, int]:
+        """The slots left in the pools (local: True, remote: False) of these executors, from one
+        look at the runs."""
+        slots = {e.local: self.config.concurrency if e.local else self.config.max_remote_runs
+                 for e in executors}
         # Runs that ended wait for the heartbeats to settle them, many at once, while the claimer
         # goes on: up to a settlement batch of them, and never fewer than the slots.
-        unsettled = max(slots, self.config.unsettled_runs)
-        return slots - self.table.slots_taken(local=executor.local, unsettled=unsettled)
+        taken = self.table.pools_taken({pool: max(n, self.config.unsettled_runs) for pool, n in slots.items()})
+        return {pool: n - taken[pool] for pool, n in slots.items()}
 
     @property
     def counters(self) -> WorkerCounters:
@@ -103,19 +109,26 @@ class Claimer:
 
     def run_once(self) -> int:
         """One round: each throttled agent in turn, then every other agent in one claim statement."""
-        if self.paused or not self.free_any():
+        if self.paused:
+            return 0
+        free = self._free_pools(self._used(self._agents).values())
+        if not any(n > 0 for n in free.values()):
             return 0
         with logs.batched():
-            return self._claim_round()
+            return self._claim_round(free)
 
-    def _claim_round(self) -> int:
+    def _claim_round(self, free: dict[bool, int]) -> int:
+        """Claims with `free` slots per pool, as counted when the round began (slots only free up
+        meanwhile: this round alone starts runs, and it counts again after it started some)."""
         with self.table.connection() as conn:
             agents = self._agents_now(conn)
         claimed = self._claim_throttled(agents)
         if self.paused:
             return claimed
         used = self._used(agents)
-        slots = {name: ("local" if e.local else "remote", min(self.free(e), self.config.max_batch))
+        if claimed or not {e.local for e in used.values()} <= free.keys():
+            free = self._free_pools(used.values())
+        slots = {name: ("local" if e.local else "remote", min(free[e.local], self.config.max_batch))
                  for name, e in used.items()}
         pools = dict(slots.values())
         if sum(pools.values()) <= 0:
@@ -267,7 +280,7 @@ class Claimer:
 
     def free_any(self) -> bool:
         """Whether any executor that an agent uses has a free slot."""
-        return any(self.free(e) > 0 for e in self._used(self._agents).values())
+        return any(n > 0 for n in self._free_pools(self._used(self._agents).values()).values())
 
     def _used(self, agents: dict[str, Agent]) -> dict[str, Executor]:
         """The executors some agent runs on (all of them before the agents were first read)."""

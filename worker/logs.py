@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Iterator
 
 log = logging.getLogger("quire.worker")
@@ -29,9 +29,10 @@ def change(entity: str, event: str, *, level: int = logging.INFO, **fields: Any)
         raise ValueError(f"unknown log entity {entity!r}")
     if not log.isEnabledFor(level):
         return
-    record = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-              "entity": entity, "event": event}
-    record.update({k: v for k, v in fields.items() if v is not None})
+    record = {"ts": _timestamp(), "entity": entity, "event": event}
+    for key, value in fields.items():
+        if value is not None:
+            record[key] = value
     line = _encode(record)
     lines = getattr(_batch, "lines", None)
     if lines is not None and level == logging.INFO:
@@ -67,6 +68,22 @@ def batched() -> Iterator[None]:
 _encode = json.JSONEncoder(default=_default, separators=(",", ":")).encode
 
 
+_second: tuple[int, str] = (-1, "")
+
+
+def _timestamp() -> str:
+    """Now as datetime.now(timezone.utc).isoformat(timespec="milliseconds") writes it; the date
+    and time of day are formatted once a second."""
+    global _second
+    seconds, ns = divmod(time.time_ns(), 1_000_000_000)
+    second = _second
+    if second[0] != seconds:
+        t = time.gmtime(seconds)
+        second = _second = (seconds, f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+                                     f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}")
+    return f"{second[1]}.{ns // 1_000_000:03d}+00:00"
+
+
 _last_problem: dict[tuple[str, str], float] = {}
 PROBLEM_REPEAT_SECONDS = 5.0
 
@@ -82,8 +99,7 @@ def problem(what: str, exc: BaseException | str, **fields: Any) -> None:
     if now - _last_problem.get(key, -PROBLEM_REPEAT_SECONDS) < PROBLEM_REPEAT_SECONDS:
         return
     _last_problem[key] = now
-    record = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-              "entity": "worker", "event": "error", "during": what,
+    record = {"ts": _timestamp(), "entity": "worker", "event": "error", "during": what,
               "error": exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}
     record.update({k: v for k, v in fields.items() if v is not None})
     _emit(logging.WARNING, _encode(record))

@@ -99,7 +99,10 @@ class RunTable:
         was not seen yet."""
         with self._lock:
             runs = list(self._runs.values())
-        return any(r.exit is None and (not r.executor.local or r.executor.is_alive(r.handle)) for r in runs)
+        for r in runs:
+            if r.exit is None and (not r.executor.local or r.executor.is_alive(r.handle)):
+                return True
+        return False
 
     def any_ended(self) -> bool:
         """Whether some run ended and waits to be settled (a remote one: its end was seen)."""
@@ -117,10 +120,19 @@ class RunTable:
         which the heartbeats do meanwhile, many runs in one statement. A local run is asked whether
         it still runs (cheap); a remote one counts as running until its end was seen.
         """
+        return self.pools_taken({local: unsettled})[local]
+
+    def pools_taken(self, unsettled: dict[bool, int]) -> dict[bool, int]:
+        """slots_taken for each pool in `unsettled` (local: True, remote: False) and its number of
+        ended runs that may wait, from one look at the runs."""
         with self._lock:
-            runs = [r for r in self._runs.values() if r.executor.local == local]
-        ended = sum(1 for r in runs if r.exit is not None or (local and not r.executor.is_alive(r.handle)))
-        return len(runs) - ended + max(0, ended - unsettled)
+            runs = list(self._runs.values())
+        taken = {}
+        for local, may_wait in unsettled.items():
+            pool = [r for r in runs if r.executor.local == local]
+            ended = sum(1 for r in pool if r.exit is not None or (local and not r.executor.is_alive(r.handle)))
+            taken[local] = len(pool) - ended + max(0, ended - may_wait)
+        return taken
 
     # -- starting -------------------------------------------------------------------------------
 
