@@ -35,7 +35,7 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
     stop, hurried = asyncio.Event(), asyncio.Event()
 
     async def start() -> None:
-        daemon = WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener)
+        daemon = WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener, settle_gc=True)
         app.state.worker = daemon
         task = asyncio.create_task(daemon.run(stop), name="quire-worker")
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
