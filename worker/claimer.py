@@ -27,8 +27,9 @@ class ClaimerConfig:
     max_remote_runs: int = 100
     # After a wake-up, how long to let more slots free and more work arrive before claiming.
     gather_seconds: float = 0.002
-    # Ended runs that may wait for their settlement without holding a slot.
-    unsettled_runs: int = 128
+    # Ended runs that may wait for their settlement without holding a slot: a few settlement
+    # batches' worth, so that claiming goes on while one batch is being settled.
+    unsettled_runs: int = 384
     # How long one service round may go on claiming while every claim fills and slots free again.
     burst_seconds: float = 0.25
 
