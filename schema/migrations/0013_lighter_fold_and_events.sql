@@ -160,25 +160,34 @@ BEGIN
     RETURN folded;
 END $$;
 
--- The notifications of one statement's events, in id order, in chunks of 50 (below the 8000-byte
--- payload limit): one JSON list of {"e", "id", "a", "s", "p"} per chunk.
-CREATE FUNCTION quire_event_bodies(ids bigint[], task_ids bigint[], agents text[], statuses task_status[],
-                                   prev_statuses task_status[]) RETURNS text[]
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT array_agg(body ORDER BY chunk)
-    FROM (SELECT chunk, json_agg(json_build_object('e', e.id, 'id', e.task_id, 'a', e.agent,
-                                                   's', e.status, 'p', e.prev_status) ORDER BY e.id)::text AS body
-          FROM (SELECT e.*, (row_number() OVER (ORDER BY e.id) - 1) / 50 AS chunk
-                FROM unnest(ids, task_ids, agents, statuses, prev_statuses) AS e (id, task_id, agent, status, prev_status)
-               ) e
-          GROUP BY chunk) c
-$$;
+-- Sends one statement's new events (the arrays, in step) on `quire_tasks`, in id order, in chunks
+-- of 50 (below the 8000-byte payload limit): one JSON list of {"e", "id", "a", "s", "p"} per
+-- chunk. Returns how many notifications it sent.
+CREATE FUNCTION quire_notify_new_events(ids bigint[], task_ids bigint[], agents text[],
+                                        statuses task_status[], prev_statuses task_status[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    body text;
+    sent integer := 0;
+BEGIN
+    FOR body IN
+        SELECT json_agg(json_build_object('e', e.id, 'id', e.task_id, 'a', e.agent,
+                                          's', e.status, 'p', e.prev_status) ORDER BY e.id)::text
+        FROM (SELECT e.*, (row_number() OVER (ORDER BY e.id) - 1) / 50 AS chunk
+              FROM unnest(ids, task_ids, agents, statuses, prev_statuses)
+                   AS e (id, task_id, agent, status, prev_status)) e
+        GROUP BY e.chunk ORDER BY e.chunk
+    LOOP
+        PERFORM pg_notify('quire_tasks', body);
+        sent := sent + 1;
+    END LOOP;
+    RETURN sent;
+END $$;
 
 CREATE OR REPLACE FUNCTION quire_tasks_inserted() RETURNS trigger LANGUAGE plpgsql
 SET enable_nestloop = on AS $$
 DECLARE
-    bodies text[];
-    body text;
+    sent integer;
 BEGIN
     WITH ins AS (
         INSERT INTO task_events (task_id, agent, status, prev_status, actor)
@@ -186,12 +195,9 @@ BEGIN
         FROM new_rows n ORDER BY n.id
         RETURNING id, task_id, agent, status, prev_status
     )
-    SELECT quire_event_bodies(array_agg(id), array_agg(task_id), array_agg(agent), array_agg(status),
-                              array_agg(prev_status))
-    INTO bodies FROM ins;
-    FOREACH body IN ARRAY coalesce(bodies, '{}') LOOP
-        PERFORM pg_notify('quire_tasks', body);
-    END LOOP;
+    SELECT quire_notify_new_events(array_agg(id), array_agg(task_id), array_agg(agent), array_agg(status),
+                                   array_agg(prev_status))
+    INTO sent FROM ins;
     RETURN NULL;
 END $$;
 
@@ -199,8 +205,7 @@ END $$;
 CREATE OR REPLACE FUNCTION quire_tasks_updated() RETURNS trigger LANGUAGE plpgsql
 SET enable_nestloop = off AS $$
 DECLARE
-    bodies text[];
-    body text;
+    sent integer;
 BEGIN
     WITH ins AS (
         INSERT INTO task_events (task_id, agent, status, prev_status, actor)
@@ -210,11 +215,8 @@ BEGIN
         ORDER BY n.id
         RETURNING id, task_id, agent, status, prev_status
     )
-    SELECT quire_event_bodies(array_agg(id), array_agg(task_id), array_agg(agent), array_agg(status),
-                              array_agg(prev_status))
-    INTO bodies FROM ins;
-    FOREACH body IN ARRAY coalesce(bodies, '{}') LOOP
-        PERFORM pg_notify('quire_tasks', body);
-    END LOOP;
+    SELECT quire_notify_new_events(array_agg(id), array_agg(task_id), array_agg(agent), array_agg(status),
+                                   array_agg(prev_status))
+    INTO sent FROM ins;
     RETURN NULL;
 END $$;
