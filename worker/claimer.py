@@ -87,7 +87,7 @@ class Claimer:
         slots = {e.local: self.config.concurrency if e.local else self.config.max_remote_runs
                  for e in executors}
         # Runs that ended wait for the heartbeats to settle them, many at once, while the claimer
-        # goes on: up to a settlement batch of them, and never fewer than the slots.
+        # goes on: up to unsettled_runs of them, and never fewer than the slots.
         taken = self.table.pools_taken({pool: max(n, self.config.unsettled_runs) for pool, n in slots.items()})
         return {pool: n - taken[pool] for pool, n in slots.items()}
 
