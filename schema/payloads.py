@@ -6,7 +6,7 @@ import math
 import re
 from math import isfinite
 from dataclasses import dataclass
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from schema.errors import InvalidPayload
@@ -124,31 +124,30 @@ def _storable(item: Any, depth: int) -> bool:
     if kind is dict or isinstance(item, Mapping):
         depth += 1
         shallow = depth <= MAX_DEPTH
-        for key, inner in item.items():
-            # ASCII keys, and scalars and ASCII strings as values (most of a body), are checked
-            # here rather than by a call.
+        for key in item:
+            # ASCII keys (nearly all) are checked here rather than by a call.
             if not (shallow and type(key) is str and key.isascii() and "\x00" not in key
                     or _storable(key, depth)):
                 return False
-            inner_kind = type(inner)
-            if not (shallow and (inner_kind in _SCALARS or inner_kind is float and isfinite(inner)
-                                 or inner_kind is str and inner.isascii() and "\x00" not in inner)
-                    or _storable(inner, depth)):
-                return False
-        return True
+        return _all_storable(item.values(), depth)
     if kind is list or kind is tuple or isinstance(item, (list, tuple)):
-        depth += 1
-        shallow = depth <= MAX_DEPTH
-        for inner in item:
-            inner_kind = type(inner)
-            if not (shallow and (inner_kind in _SCALARS or inner_kind is float and isfinite(inner)
-                                 or inner_kind is str and inner.isascii() and "\x00" not in inner)
-                    or _storable(inner, depth)):
-                return False
-        return True
+        return _all_storable(item, depth + 1)
     if isinstance(item, str):  # a str subclass
         return _storable(str(item), depth)
     return not isinstance(item, float) or math.isfinite(item)
+
+
+def _all_storable(values: Iterable[Any], depth: int) -> bool:
+    """Whether every one of a container's values, at `depth`, can be stored. Scalars and ASCII
+    strings (most of a body) are checked here rather than by a call."""
+    shallow = depth <= MAX_DEPTH
+    for inner in values:
+        inner_kind = type(inner)
+        if not (shallow and (inner_kind in _SCALARS or inner_kind is float and isfinite(inner)
+                             or inner_kind is str and inner.isascii() and "\x00" not in inner)
+                or _storable(inner, depth)):
+            return False
+    return True
 
 
 def _explain_unstorable(value: Any, where: str) -> None:
