@@ -94,23 +94,24 @@ class RunTable:
         with self._lock:
             return len(self._runs)
 
+    @staticmethod
+    def _seen_ended(run: Run) -> bool:
+        """Whether the run is known to have ended: its exit was taken, or a local run says so when
+        asked (cheap); a remote one only once its end was seen."""
+        return run.exit is not None or (run.executor.local and not run.executor.is_alive(run.handle))
+
     def any_running(self) -> bool:
         """Whether some run may still end soon: a local one still running, a remote one whose end
         was not seen yet."""
         with self._lock:
             runs = list(self._runs.values())
-        for r in runs:
-            if r.exit is None and (not r.executor.local or r.executor.is_alive(r.handle)):
-                return True
-        return False
+        return not all(self._seen_ended(r) for r in runs)
 
     def any_ended(self) -> bool:
         """Whether some run ended and waits to be settled (a remote one: its end was seen)."""
         with self._lock:
             runs = list(self._runs.values())
-        return any(not r.handing_back
-                   and (r.exit is not None or (r.executor.local and not r.executor.is_alive(r.handle)))
-                   for r in runs)
+        return any(not r.handing_back and self._seen_ended(r) for r in runs)
 
     def slots_taken(self, *, local: bool, unsettled: int) -> int:
         """How many slots are in use: runs still running, plus ended runs not yet settled beyond
@@ -130,7 +131,7 @@ class RunTable:
         taken = {}
         for local, may_wait in unsettled.items():
             pool = [r for r in runs if r.executor.local == local]
-            ended = sum(1 for r in pool if r.exit is not None or (local and not r.executor.is_alive(r.handle)))
+            ended = sum(1 for r in pool if self._seen_ended(r))
             taken[local] = len(pool) - ended + max(0, ended - may_wait)
         return taken
 
