@@ -84,3 +84,19 @@ def test_every_trigger_of_the_queue_tables_says_how_it_joins(conn):
             if not {"enable_nestloop=on", "enable_nestloop=off"} & set(r["config"])] == []
     by_index = {r["proname"] for r in rows if "enable_nestloop=on" in r["config"]}
     assert {"quire_tasks_learn_tokens", "quire_attempts_spend_updated"} <= by_index
+
+
+def test_the_rollup_fold_never_compiles_its_plans(conn):
+    # Where the server has JIT, the fold's estimates pass jit_above_cost and compiling took longer
+    # than folding: the function turns JIT off for its statements, whatever the session says.
+    config = conn.execute("SELECT proconfig FROM pg_proc WHERE proname = 'quire_rollup_fold'").fetchone()
+    assert "jit=off" in config["proconfig"]
+    conn.execute("SET jit = on")
+    conn.execute("SET jit_above_cost = 0")
+    try:
+        folded = conn.execute("SELECT quire_rollup_fold() AS folded").fetchone()["folded"]
+        assert folded >= 0
+        assert conn.execute("SELECT current_setting('jit') AS jit").fetchone()["jit"] == "on"
+    finally:
+        conn.execute("RESET jit")
+        conn.execute("RESET jit_above_cost")
