@@ -90,6 +90,10 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
         items[e.attempt_id] = item
     ids = list(items)
     with conn.pipeline(), conn.transaction():
+        # The queue tables are read by their indexes only, whatever the planner makes of their size:
+        # a plan made while task_attempts was small (a new queue, statistics not yet gathered)
+        # scanned whole tables on every batch for as long as the connection kept that plan.
+        conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
         locking = conn.cursor(row_factory=dict_row)
         locking.execute(q("task_lock_for_attempts"), {"attempt_ids": ids})
         # The batch joins its own rows by hash: with statistics that lag behind a fast-changing
