@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from schema import payloads
@@ -23,6 +24,7 @@ from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim,
                            task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import q
 
 # Token estimate when nothing better is known (see estimate_tokens).
 TOKENS_PER_PAGE = 650
@@ -59,6 +61,27 @@ def _require_idle(conn: psycopg.Connection) -> None:
 def _tx(conn: psycopg.Connection):
     _require_idle(conn)
     return conn.transaction()
+
+
+def reads_by_index(conn: psycopg.Connection) -> None:
+    """For the rest of this transaction, the planner reads tables through their indexes wherever it
+    can, and compiles nothing. The queue's hot statements find their rows by id or by a claim index;
+    a connection keeps the plan it made while a table looked small (a new queue, or statistics not
+    gathered yet), and a whole-table scan in that plan would then read every task or attempt on
+    every call. Before PostgreSQL 18 a scan that stays (a table with no index for it) adds a huge
+    cost to the plan, which JIT would take for a reason to spend a second compiling it."""
+    conn.execute("SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)")
+
+
+def _claim_rows(conn: psycopg.Connection, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The unthrottled claim statement, in a transaction of its own (sent in one go, with its
+    setting: see reads_by_index)."""
+    _require_idle(conn)
+    with conn.pipeline(), conn.transaction():
+        reads_by_index(conn)
+        cur = conn.cursor(row_factory=dict_row)
+        cur.execute(q("task_claim_batch"), {**params, "ids": None, "unthrottled_only": True})
+        return cur.fetchall()
 
 
 def _set_actor(conn: psycopg.Connection, actor: str | None) -> None:
@@ -253,9 +276,8 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
         _require_int(lease_seconds, "lease_seconds", low=1)
     params = dict(agent=agent, worker_id=worker_id, now=now, executor=executor, lease_seconds=lease_seconds,
                   executors=[None], pools=["all"], slots=[limit])
-    _require_idle(conn)
     # Unthrottled agents: one statement, its own transaction, claims with SKIP LOCKED alone.
-    rows = _rows(conn, "task_claim_batch", {**params, "ids": None, "unthrottled_only": True})
+    rows = _claim_rows(conn, params)
     if not rows:
         # Nothing claimed: the agent is throttled, unknown, or has nothing claimable now.
         with _tx(conn):
@@ -264,6 +286,7 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
                 raise UnknownAgent(f"unknown agent {agent!r}")
             if not agent_from_row(row).throttled:
                 return []
+            reads_by_index(conn)
             rows = _claim_admitted(conn, params, limit=limit, now=now)
     return _claims(rows)
 
@@ -279,12 +302,9 @@ def claim_many(conn: psycopg.Connection, *, worker_id: str, slots: Mapping[str, 
     wanted = [(name, pool, free) for name, (pool, free) in slots.items() if free > 0]
     if not wanted:
         return []
-    _require_idle(conn)
-    rows = _rows(conn, "task_claim_batch", {
+    return _claims(_claim_rows(conn, {
         "agent": None, "worker_id": worker_id, "now": now, "executor": None, "lease_seconds": lease_seconds,
-        "executors": [w[0] for w in wanted], "pools": [w[1] for w in wanted], "slots": [w[2] for w in wanted],
-        "ids": None, "unthrottled_only": True})
-    return _claims(rows)
+        "executors": [w[0] for w in wanted], "pools": [w[1] for w in wanted], "slots": [w[2] for w in wanted]}))
 
 
 def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int,
@@ -294,6 +314,7 @@ def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, lim
     params = dict(agent=agent, worker_id=worker_id, now=now, executor=None, lease_seconds=None,
                   executors=[None], pools=["all"], slots=[limit])
     with _tx(conn):
+        reads_by_index(conn)
         return _claims(_claim_admitted(conn, params, limit=limit, now=now))
 
 

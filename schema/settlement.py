@@ -90,17 +90,15 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
         items[e.attempt_id] = item
     ids = list(items)
     with conn.pipeline(), conn.transaction():
-        # The queue tables are read by their indexes only, whatever the planner makes of their size:
-        # a plan made while task_attempts was small (a new queue, statistics not yet gathered)
-        # scanned whole tables on every batch for as long as the connection kept that plan.
-        conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+        # A plan made while task_attempts looked small scanned whole tables on every batch; and
+        # no plan here is worth compiling: JIT would take longer than the statement.
+        queue.reads_by_index(conn)
         locking = conn.cursor(row_factory=dict_row)
         locking.execute(q("task_lock_for_attempts"), {"attempt_ids": ids})
         # The batch joins its own rows by hash: with statistics that lag behind a fast-changing
         # queue, the planner would otherwise loop over one side once per row of the other.
-        # (The triggers it fires turn them on again for themselves: see migration 10.) Plans
-        # of such cost must not be compiled either: JIT would take longer than the statement.
-        conn.execute("SELECT set_config('enable_nestloop', 'off', true), set_config('jit', 'off', true)")
+        # (The triggers it fires turn them on again for themselves: see migration 10.)
+        conn.execute("SELECT set_config('enable_nestloop', 'off', true)")
         settling = conn.cursor(row_factory=dict_row)
         settling.execute(q("task_complete_batch_from_attempts"),
                          {"reports": json.dumps(list(items.values())), "now": now, "attempt_ids": ids})

@@ -108,23 +108,29 @@ def test_settle_ended_ignores_a_report_for_a_cancelled_task(conn):
     assert queue.get_task(conn, c.task.id).status.value == "cancelled"
 
 
-def test_settle_ended_reads_the_queue_tables_by_index_even_while_they_look_small(conn):
+def seq_scans(conn) -> dict[str, int]:
+    """How often tasks and task_attempts were read whole, as of now (this backend's counts included)."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return {r["relname"]: r["seq_scan"] for r in conn.execute(
+        "SELECT relname, seq_scan FROM pg_stat_user_tables WHERE relname IN ('tasks', 'task_attempts')")}
+
+
+def test_claims_and_settlements_read_the_queue_tables_by_index_even_while_they_look_small(conn):
     # A new queue's tables look small to the planner until statistics are gathered, and a plan
-    # made then is kept by the connection: it must not scan task_attempts or tasks whole, or every
-    # batch would read every attempt ever made for as long as the connection keeps the plan.
+    # made then is kept by the connection: it must not scan tasks or task_attempts whole, or every
+    # claim and batch would read every task and attempt for as long as the connection keeps it.
     make_agent(conn, lease_seconds=600)
+    make_agent(conn, "capped", max_concurrent_tasks=5)
     for _ in range(6):
         make_task(conn)
-    claims = queue.claim(conn, agent="docs", worker_id="w", limit=6)
-
-    def seq_scans() -> dict[str, int]:
-        conn.execute("SELECT pg_stat_force_next_flush()")  # this backend's counts, now
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        return {r["relname"]: r["seq_scan"] for r in conn.execute(
-            "SELECT relname, seq_scan FROM pg_stat_user_tables WHERE relname IN ('tasks', 'task_attempts')")}
-
-    before = seq_scans()
+        make_task(conn, "capped")
+    before = seq_scans(conn)
+    claims = queue.claim(conn, agent="docs", worker_id="w", limit=2)
+    claims += queue.claim_many(conn, worker_id="w", slots={"local": ("local", 4)})
+    claims += queue.claim_throttled(conn, agent="capped", worker_id="w", limit=3)
+    assert len(claims) == 9
     out = settlement.settle_ended(conn, [settlement.Ended(c.attempt_id, report=DONE, compute_seconds=1.0)
                                          for c in claims])
     assert all(out[c.attempt_id].completed for c in claims)
-    assert seq_scans() == before
+    assert seq_scans(conn) == before
