@@ -12,7 +12,6 @@ from typing import Any, Mapping
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from schema import payloads
@@ -24,7 +23,6 @@ from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim,
                            task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
-from schema.sql import q
 
 # Token estimate when nothing better is known (see estimate_tokens).
 TOKENS_PER_PAGE = 650
@@ -74,14 +72,11 @@ def reads_by_index(conn: psycopg.Connection) -> None:
 
 
 def _claim_rows(conn: psycopg.Connection, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The unthrottled claim statement, in a transaction of its own (sent in one go, with its
-    setting: see reads_by_index)."""
+    """The unthrottled claim statement, as its own transaction. (Not under reads_by_index: the
+    transaction around it would cost a claim of 16 tasks about 0.4 ms more, while the plan it
+    guards against, a small tasks table's, reads few rows, and analyzing the table replaces it.)"""
     _require_idle(conn)
-    with conn.pipeline(), conn.transaction():
-        reads_by_index(conn)
-        cur = conn.cursor(row_factory=dict_row)
-        cur.execute(q("task_claim_batch"), {**params, "ids": None, "unthrottled_only": True})
-        return cur.fetchall()
+    return _rows(conn, "task_claim_batch", {**params, "ids": None, "unthrottled_only": True})
 
 
 def _set_actor(conn: psycopg.Connection, actor: str | None) -> None:
