@@ -281,7 +281,6 @@ def claim(conn: psycopg.Connection, *, agent: str, worker_id: str, limit: int = 
                 raise UnknownAgent(f"unknown agent {agent!r}")
             if not agent_from_row(row).throttled:
                 return []
-            reads_by_index(conn)
             rows = _claim_admitted(conn, params, limit=limit, now=now)
     return _claims(rows)
 
@@ -309,7 +308,6 @@ def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, lim
     params = dict(agent=agent, worker_id=worker_id, now=now, executor=None, lease_seconds=None,
                   executors=[None], pools=["all"], slots=[limit])
     with _tx(conn):
-        reads_by_index(conn)
         return _claims(_claim_admitted(conn, params, limit=limit, now=now))
 
 
@@ -324,6 +322,7 @@ def admission_reopens_in(conn: psycopg.Connection, agent: str, *, now: datetime 
 
 def _claim_admitted(conn: psycopg.Connection, params: dict[str, Any], *, limit: int,
                     now: datetime | None) -> list[dict[str, Any]]:
+    reads_by_index(conn)
     # Throttled agents take turns on their row, so admission sees every earlier claim.
     row = _row(conn, "agent_lock_for_admission", {"agent": params["agent"]})
     if row is None:
