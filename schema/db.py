@@ -135,16 +135,15 @@ def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, 
     failed reconnection early, so the next request after an outage tries at once.
     """
     from psycopg.conninfo import conninfo_to_dict
-    from psycopg_pool import ConnectionPool
 
     dsn = dsn or database_url()
     # An unreachable server fails a connection in seconds, not after the OS's TCP timeout.
     extra = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": connect_timeout}
-    return ConnectionPool(
+    return _pool_class()(
         dsn,
         kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **extra, **connection_kwargs()},
         min_size=min_size, max_size=max_size, name=name, open=True, timeout=timeout,
-        reconnect_timeout=reconnect_timeout, check=_check_if_idle, reset=_mark_returned,
+        reconnect_timeout=reconnect_timeout, check=_check_if_idle,
     )
 
 
@@ -154,9 +153,25 @@ def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, 
 # live connection.
 CHECK_AFTER_IDLE_SECONDS = 1.0
 
+_POOL_CLASS = None
 
-def _mark_returned(conn: psycopg.Connection) -> None:
-    conn._quire_returned_at = time.monotonic()
+
+def _pool_class():
+    """ConnectionPool, noting when each connection comes back. (Not with the pool's `reset`
+    callback: a pool with one hands every returned connection to its worker threads, so a claim
+    loop that takes and returns connections back to back waited on a thread switch each time and
+    the pool grew to its maximum size.)"""
+    global _POOL_CLASS
+    if _POOL_CLASS is None:
+        from psycopg_pool import ConnectionPool
+
+        class Pool(ConnectionPool):
+            def putconn(self, conn: psycopg.Connection) -> None:
+                conn._quire_returned_at = time.monotonic()
+                super().putconn(conn)
+
+        _POOL_CLASS = Pool
+    return _POOL_CLASS
 
 
 def _check_if_idle(conn: psycopg.Connection) -> None:
