@@ -1,6 +1,7 @@
 """Claim order, run_after, and the concurrency cap under racing claimers."""
 
 import random
+import re
 import threading
 import time
 from datetime import timedelta
@@ -48,6 +49,21 @@ def test_claim_opens_an_attempt_with_lease_and_secret(conn):
     task = queue.get_task(conn, c.task.id)
     assert [a.id for a in task.attempts] == [c.attempt_id]
     assert task.locked_by == "w1"
+
+
+def test_every_attempt_gets_a_secret_of_its_own(conn):
+    make_agent(conn)
+    for _ in range(20):
+        make_task(conn)
+    claims = queue.claim(conn, agent="docs", worker_id="w", limit=20)
+    secrets = [c.callback_secret for c in claims]
+    assert len(claims) == 20 and len(set(secrets)) == 20
+    assert all(re.fullmatch(r"[0-9a-f]{64}", s) for s in secrets)
+    # The same task claimed again, by a later statement, opens an attempt with a new secret.
+    assert queue.hand_back(conn, claims[0].attempt_id)
+    (again,) = queue.claim(conn, agent="docs", worker_id="w")
+    assert again.task.id == claims[0].task.id and again.attempt_id != claims[0].attempt_id
+    assert again.callback_secret not in secrets
 
 
 def test_freed_slots_are_refilled_by_the_next_claim(conn):
