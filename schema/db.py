@@ -7,6 +7,7 @@ locally the DSN carries everything.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import subprocess
@@ -153,25 +154,20 @@ def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, 
 # live connection.
 CHECK_AFTER_IDLE_SECONDS = 1.0
 
-_POOL_CLASS = None
-
-
-def _pool_class():
+@functools.cache
+def _pool_class() -> type:
     """ConnectionPool, noting when each connection comes back. (Not with the pool's `reset`
     callback: a pool with one hands every returned connection to its worker threads, so a claim
     loop that takes and returns connections back to back waited on a thread switch each time and
     the pool grew to its maximum size.)"""
-    global _POOL_CLASS
-    if _POOL_CLASS is None:
-        from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool
 
-        class Pool(ConnectionPool):
-            def putconn(self, conn: psycopg.Connection) -> None:
-                conn._quire_returned_at = time.monotonic()
-                super().putconn(conn)
+    class Pool(ConnectionPool):
+        def putconn(self, conn: psycopg.Connection) -> None:
+            conn._quire_returned_at = time.monotonic()
+            super().putconn(conn)
 
-        _POOL_CLASS = Pool
-    return _POOL_CLASS
+    return Pool
 
 
 def _check_if_idle(conn: psycopg.Connection) -> None:
