@@ -148,12 +148,6 @@ def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, 
     )
 
 
-# A connection returned to its pool this recently is handed out again without a round trip to
-# check it: it worked a moment ago, and a statement on a connection lost since fails like any
-# other. One that sat idle longer is checked first, so the first request after an outage gets a
-# live connection.
-CHECK_AFTER_IDLE_SECONDS = 1.0
-
 @functools.cache
 def _pool_class() -> type:
     """ConnectionPool, noting when each connection comes back. (Not with the pool's `reset`
@@ -168,6 +162,13 @@ def _pool_class() -> type:
             super().putconn(conn)
 
     return Pool
+
+
+# A connection returned to its pool this recently is handed out again without a round trip to
+# check it: it worked a moment ago, and a statement on a connection lost since fails like any
+# other. One that sat idle longer is checked first, so the first request after an outage gets a
+# live connection.
+CHECK_AFTER_IDLE_SECONDS = 1.0
 
 
 def _check_if_idle(conn: psycopg.Connection) -> None:
