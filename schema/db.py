@@ -7,12 +7,16 @@ locally the DSN carries everything.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
 import subprocess
+import threading
 import time
 import warnings
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -157,9 +161,18 @@ def _pool_class() -> type:
     from psycopg_pool import ConnectionPool
 
     class Pool(ConnectionPool):
+        def __init__(self, *args, **kwargs):
+            self.held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+            super().__init__(*args, **kwargs)
+
         def putconn(self, conn: psycopg.Connection) -> None:
             conn._quire_returned_at = time.monotonic()
             super().putconn(conn)
+
+        def close(self, timeout: float = 5.0) -> None:
+            for held in list(self.held):  # connections kept by HeldConnection come back first
+                held.release(timeout)
+            super().close(timeout)
 
     return Pool
 
@@ -177,3 +190,82 @@ def _check_if_idle(conn: psycopg.Connection) -> None:
     returned = getattr(conn, "_quire_returned_at", None)
     if returned is None or time.monotonic() - returned > CHECK_AFTER_IDLE_SECONDS:
         ConnectionPool.check_connection(conn)
+
+
+class HeldConnection:
+    """One connection of a pool, kept by a loop that runs the same statements over and over (the
+    worker's claim loop, its settlement loop) instead of taking whichever connection is idle.
+
+    On one server backend the loop's statements are planned a few times and then reused: spread
+    over a pool's connections in turn, every backend planned them again (a claim takes a few
+    milliseconds to plan, and a worker's first few thousand tasks were mostly claimed by
+    statements planned for them). Statements are prepared on first use.
+
+        held = HeldConnection(pool, timeout=10)
+        with held.connection() as conn:
+            ...
+        held.release()   # gives it back to the pool (a pool of make_pool takes it back as it closes)
+
+    A use that raises, or that leaves a transaction open, gives the connection back to the pool
+    (which discards a broken one); the next use takes another. Like the pool, it checks a
+    connection that sat idle longer than CHECK_AFTER_IDLE_SECONDS before using it. A use that
+    overlaps another (another thread) gets a connection of the pool for the time being.
+    """
+
+    def __init__(self, pool, *, timeout: float):
+        self.pool = pool
+        self.timeout = timeout
+        self._conn: psycopg.Connection | None = None
+        self._threshold: int | None = None  # the connection's own, restored when it goes back
+        self._used_at = 0.0
+        self._busy = threading.Lock()
+        held = getattr(pool, "held", None)
+        if held is not None:  # a pool of make_pool gets it back when it closes
+            held.add(self)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        if not self._busy.acquire(blocking=False):
+            with self.pool.connection(timeout=self.timeout) as conn:
+                yield conn
+            return
+        try:
+            conn = self._take()
+            try:
+                yield conn
+            except BaseException:
+                self._give_back()
+                raise
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._give_back()
+            self._used_at = time.monotonic()
+        finally:
+            self._busy.release()
+
+    def release(self, timeout: float = -1) -> bool:
+        """Gives the connection back to the pool, if one is held, once no use is under way (waiting
+        at most `timeout` seconds when given); the next use takes another. False if it timed out."""
+        if not self._busy.acquire(timeout=timeout):
+            return False
+        try:
+            self._give_back()
+        finally:
+            self._busy.release()
+        return True
+
+    def _take(self) -> psycopg.Connection:
+        if self._conn is not None and time.monotonic() - self._used_at > CHECK_AFTER_IDLE_SECONDS:
+            try:
+                self.pool.check_connection(self._conn)
+            except psycopg.Error:
+                self._give_back()
+        if self._conn is None:
+            self._conn = self.pool.getconn(timeout=self.timeout)
+            self._threshold, self._conn.prepare_threshold = self._conn.prepare_threshold, 0
+        return self._conn
+
+    def _give_back(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.prepare_threshold = self._threshold
+            self.pool.putconn(conn)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from schema import queue, worker_queries
+from schema import db, queue, worker_queries
 from schema.models import Agent, TaskStatus
 from schema.stats import StreamEvent
 from worker import logs
@@ -71,6 +71,8 @@ class Claimer:
         # When a throttled agent's admission reopens with no run ending (its window frees, or a
         # Retry-After ends): nothing else would wake the claimer then.
         self._throttle_reopens_at: float | None = None
+        # The claim loop's own connection: its claim statement stays planned on one backend.
+        self._held = db.HeldConnection(table.pool, timeout=table.config.db_timeout_seconds)
 
     @property
     def worker_id(self) -> str:
@@ -121,7 +123,7 @@ class Claimer:
     def _claim_round(self, free: dict[bool, int]) -> int:
         """Claims with `free` slots per pool, as counted when the round began (slots only free up
         meanwhile: this round alone starts runs, and it counts again after it started some)."""
-        with self.table.connection() as conn:
+        with self._held.connection() as conn:
             agents = self._agents_now(conn)
         claimed = self._claim_throttled(agents)
         if self.paused:
@@ -134,7 +136,7 @@ class Claimer:
         pools = dict(slots.values())
         if sum(pools.values()) <= 0:
             return claimed
-        with self.table.connection() as conn:
+        with self._held.connection() as conn:
             claims = queue.claim_many(conn, worker_id=self.worker_id, slots=slots)
             if any(c.task.agent not in agents or agents[c.task.agent].executor not in slots
                    for c in claims):  # an agent newer than the cache
@@ -168,7 +170,7 @@ class Claimer:
             free = min(self.free(executor), self.config.max_batch)
             if free <= 0 or self.paused:
                 continue
-            with self.table.connection() as conn:
+            with self._held.connection() as conn:
                 claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
             self.counters.add("claims", len(claims))
             observe_claim_latency(claims)
@@ -183,7 +185,7 @@ class Claimer:
     def _note_reopening(self, agents: list[str]) -> None:
         """Remembers when the first of these throttled agents may admit again without a run ending."""
         waits = []
-        with self.table.connection() as conn:
+        with self._held.connection() as conn:
             for name in agents:
                 wait = queue.admission_reopens_in(conn, name)
                 if wait is not None:
@@ -212,7 +214,7 @@ class Claimer:
     def _count_throttled(self, agents: list[str]) -> None:
         """Counts the throttled agents whose claim fell short while work was left: their limits held it."""
         try:
-            with self.table.connection() as conn:
+            with self._held.connection() as conn:
                 backlog = set(queue.agents_with_backlog(conn))
         except Exception as exc:  # a figure for /metrics must not fail a round that claimed
             logs.problem("count throttled claims", exc, worker=self.worker_id)
@@ -234,7 +236,7 @@ class Claimer:
 
     def _give_back(self, claim) -> None:
         """Hands a task claimed while pausing straight back to the queue."""
-        with self.table.connection() as conn:
+        with self._held.connection() as conn:
             if queue.hand_back(conn, claim.attempt_id):
                 self.counters.add("runs_handed_back")
                 logs.change("task", "handed_back", task=claim.task.id, attempt=claim.attempt_id,
@@ -261,7 +263,7 @@ class Claimer:
         if not self._ran_dry:  # every slot was filled: the end of a run wakes the claimer
             return self.config.poll_seconds
         try:
-            with self.table.connection() as conn:
+            with self._held.connection() as conn:
                 due = worker_queries.task_next_due_one(conn)
         except Exception:  # without the database, the poll interval is as good as anything
             return self.config.poll_seconds

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from schema import queue, settlement
+from schema import db, queue, settlement
 from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim
 from worker import logs
@@ -77,11 +77,13 @@ class RunTable:
         self._on_exit = on_exit or (lambda: None)
         self._runs: dict[int, Run] = {}
         self._lock = threading.Lock()
+        self._held = db.HeldConnection(pool, timeout=config.db_timeout_seconds)
         self.stopping = False  # the worker is draining: written reports are applied at once
 
     def connection(self):
-        """A pooled connection, waiting at most the configured time for one."""
-        return self.pool.connection(timeout=self.config.db_timeout_seconds)
+        """The table's connection (its statements, mostly settlements, stay planned on one server
+        backend), or a pooled one while another thread uses it; waits at most the configured time."""
+        return self._held.connection()
 
     # -- counting -------------------------------------------------------------------------------
 
