@@ -1,11 +1,12 @@
-"""Every named query in schema/sql is run by some code, and every name the code asks for exists."""
+"""Every named query in schema/sql is run by some code, every name the code asks for exists, and
+the queries reach the driver without the comments written for readers of the files."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from schema.sql import QUERIES
+from schema.sql import QUERIES, without_comments
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("schema", "app", "worker", "bench")
@@ -28,3 +29,25 @@ def test_every_query_name_in_a_call_exists():
     assert calls, "no query calls found: the pattern no longer matches the code"
     missing = sorted(set(calls) - set(QUERIES))
     assert not missing, f"queries asked for but not defined: {missing}"
+
+
+def test_comments_and_indentation_go_but_quoted_text_stays():
+    sql = ("-- a comment line\n"
+           "SELECT 'a -- b', \"x--y\"  -- after a column\n"
+           "\n"
+           "    FROM t  -- the table\n"
+           "    WHERE s = 'it''s -- kept\n"
+           "  across lines' AND n > 0\n"
+           "-- the end")
+    assert without_comments(sql) == ("SELECT 'a -- b', \"x--y\"\n"
+                                     "FROM t\n"
+                                     "WHERE s = 'it''s -- kept\n"
+                                     "  across lines' AND n > 0")
+
+
+def test_the_worker_hot_statements_fit_the_driver_statement_cache():
+    # psycopg converts a statement's %(name)s placeholders once and caches the result for
+    # statements of up to 4096 bytes; a longer one is converted again on every call.
+    for name in ("task_claim_batch", "task_complete_batch_from_attempts", "task_lock_for_attempts"):
+        assert "--" not in QUERIES[name]
+        assert len(QUERIES[name].encode()) <= 4096, name
