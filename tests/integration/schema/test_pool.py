@@ -4,6 +4,7 @@ stays on one backend, with its statements prepared."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -13,6 +14,16 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from schema import db
+
+
+@contextlib.contextmanager
+def _pool(db_dsn: str, *, min_size: int, max_size: int):
+    pool = db.make_pool(db_dsn, min_size=min_size, max_size=max_size)
+    try:
+        pool.wait(timeout=10)
+        yield pool
+    finally:
+        pool.close()
 
 
 def _backend_pid(pool) -> int:
@@ -30,23 +41,17 @@ def _terminate(db_dsn: str, pid: int) -> None:
 
 
 def test_a_caller_that_takes_and_returns_in_turn_keeps_one_connection(db_dsn):
-    pool = db.make_pool(db_dsn, min_size=1, max_size=4)
-    try:
-        pool.wait(timeout=10)
+    with _pool(db_dsn, min_size=1, max_size=4) as pool:
         pids = {_backend_pid(pool) for _ in range(50)}
         # Each connection is back in the pool when its `with` ends: the next request finds it,
         # and the pool never opens a second one.
         assert len(pids) == 1
         assert pool.get_stats()["pool_size"] == 1
-    finally:
-        pool.close()
 
 
 def test_a_connection_idle_past_the_window_is_checked_and_replaced_when_it_died(db_dsn, monkeypatch):
     monkeypatch.setattr(db, "CHECK_AFTER_IDLE_SECONDS", 0.2)
-    pool = db.make_pool(db_dsn, min_size=1, max_size=2)
-    try:
-        pool.wait(timeout=10)
+    with _pool(db_dsn, min_size=1, max_size=2) as pool:
         pid = _backend_pid(pool)
         _terminate(db_dsn, pid)
         time.sleep(0.4)  # past the window
@@ -54,8 +59,6 @@ def test_a_connection_idle_past_the_window_is_checked_and_replaced_when_it_died(
         with pool.connection() as conn:
             assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
             assert conn.info.backend_pid != pid
-    finally:
-        pool.close()
 
 
 def test_a_connection_returned_within_the_window_is_handed_out_without_a_check(db_dsn, monkeypatch):
@@ -64,21 +67,15 @@ def test_a_connection_returned_within_the_window_is_handed_out_without_a_check(d
     original = ConnectionPool.check_connection
     monkeypatch.setattr(ConnectionPool, "check_connection",
                         staticmethod(lambda conn: (checks.append(conn.info.backend_pid), original(conn))))
-    pool = db.make_pool(db_dsn, min_size=1, max_size=2)
-    try:
-        pool.wait(timeout=10)
+    with _pool(db_dsn, min_size=1, max_size=2) as pool:
         first = _backend_pid(pool)  # never returned before: checked
         for _ in range(10):
             assert _backend_pid(pool) == first
         assert checks == [first]
-    finally:
-        pool.close()
 
 
 def test_a_held_connection_stays_on_one_backend_with_its_statements_prepared(db_dsn):
-    pool = db.make_pool(db_dsn, min_size=2, max_size=4)
-    try:
-        pool.wait(timeout=10)
+    with _pool(db_dsn, min_size=2, max_size=4) as pool:
         held = db.HeldConnection(pool, timeout=10)
         pids = set()
         for n in range(20):
@@ -92,13 +89,10 @@ def test_a_held_connection_stays_on_one_backend_with_its_statements_prepared(db_
         held.release()
         with pool.connection() as conn, db.connect(db_dsn) as fresh:  # given back as it was taken
             assert conn.prepare_threshold == fresh.prepare_threshold
-    finally:
-        pool.close()
 
 
 def test_a_use_that_overlaps_another_gets_a_connection_of_the_pool(db_dsn):
-    pool = db.make_pool(db_dsn, min_size=2, max_size=4)
-    try:
+    with _pool(db_dsn, min_size=2, max_size=4) as pool:
         held = db.HeldConnection(pool, timeout=10)
         inside, leave, seen = threading.Event(), threading.Event(), {}
 
@@ -120,13 +114,10 @@ def test_a_use_that_overlaps_another_gets_a_connection_of_the_pool(db_dsn):
         assert seen["first"] != seen["second"]
         with held.connection() as conn:
             assert conn.info.backend_pid == seen["first"]
-    finally:
-        pool.close()
 
 
 def test_a_held_connection_left_broken_or_in_a_transaction_is_given_back(db_dsn):
-    pool = db.make_pool(db_dsn, min_size=1, max_size=4)
-    try:
+    with _pool(db_dsn, min_size=1, max_size=4) as pool:
         held = db.HeldConnection(pool, timeout=10)
         with pytest.raises(psycopg.errors.DivisionByZero):
             with held.connection() as conn:
@@ -140,14 +131,11 @@ def test_a_held_connection_left_broken_or_in_a_transaction_is_given_back(db_dsn)
         with db.connect(db_dsn) as admin:  # the pool rolled the open transaction back
             state = admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", [open_pid]).fetchone()
             assert state is None or state["state"] == "idle"
-    finally:
-        pool.close()
 
 
 def test_a_held_connection_idle_past_the_window_is_checked_and_replaced_when_it_died(db_dsn, monkeypatch):
     monkeypatch.setattr(db, "CHECK_AFTER_IDLE_SECONDS", 0.2)
-    pool = db.make_pool(db_dsn, min_size=1, max_size=2)
-    try:
+    with _pool(db_dsn, min_size=1, max_size=2) as pool:
         held = db.HeldConnection(pool, timeout=10)
         with held.connection() as conn:
             pid = conn.info.backend_pid
@@ -156,8 +144,6 @@ def test_a_held_connection_idle_past_the_window_is_checked_and_replaced_when_it_
         with held.connection() as conn:  # found dead by the check, not by the caller's statement
             assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
             assert conn.info.backend_pid != pid
-    finally:
-        pool.close()
 
 
 def test_closing_the_pool_takes_back_the_held_connections(db_dsn):
