@@ -23,38 +23,53 @@ def _load(directory: Path) -> dict[str, str]:
     return queries
 
 
+_DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _in_word(sql: str, i: int) -> bool:
+    """Whether position i holds a letter, digit or underscore (an identifier's or a keyword's)."""
+    return i >= 0 and (sql[i].isalnum() or sql[i] == "_")
+
+
 def without_comments(sql: str) -> str:
     """The statement without its `--` comments, its indentation and the lines left empty.
 
     The comments are for readers of the files: left in, with the indentation, they were two fifths
     of the longest hot statements, which the driver then converted afresh on every call (it caches
-    statements of up to 4 KB) and the server read on every call. Quoted strings and identifiers
-    are kept as they are, whatever they contain.
+    statements of up to 4 KB) and the server read on every call. Quoted strings (with E'' escapes
+    and $$ quoting) and quoted identifiers are kept as they are, whatever they contain.
     """
     out: list[str] = []
     line: list[str] = []
-    i, n, quote = 0, len(sql), None
+    i, n = 0, len(sql)
     while i < n:
         c = sql[i]
-        if quote:
-            line.append(c)
-            if c == quote:
-                quote = None  # a doubled quote ('') closes and reopens: the same text either way
-        elif c in "'\"":
-            quote = c
-            line.append(c)
+        if c in "'\"":
+            # To the closing quote (a doubled one closes and reopens: the same text either way);
+            # in an E'' string a backslash escapes the next character.
+            escapes = c == "'" and i > 0 and sql[i - 1] in "Ee" and not _in_word(sql, i - 2)
+            j = i + 1
+            while j < n and sql[j] != c:
+                j += 2 if escapes and sql[j] == "\\" else 1
+            line.append(sql[i:j + 1])
+            i = j + 1
+        elif c == "$" and not _in_word(sql, i - 1) and (tag := _DOLLAR_TAG.match(sql, i)):
+            close = sql.find(tag.group(), tag.end())
+            j = n if close < 0 else close + len(tag.group())
+            line.append(sql[i:j])
+            i = j
         elif sql.startswith("--", i):
             end = sql.find("\n", i)
             i = n if end < 0 else end
-            continue
         elif c == "\n":
             text = "".join(line).strip(" \t")
             if text:
                 out.append(text)
             line = []
+            i += 1
         else:
             line.append(c)
-        i += 1
+            i += 1
     text = "".join(line).strip(" \t")
     if text:
         out.append(text)

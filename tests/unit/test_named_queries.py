@@ -45,6 +45,13 @@ def test_comments_and_indentation_go_but_quoted_text_stays():
                                      "  across lines' AND n > 0")
 
 
+def test_escaped_and_dollar_quoted_strings_are_kept_whole():
+    sql = ("SELECT E'it\\'s -- kept', $$ -- kept, and it's $$, $fn$ a -- b $fn$, %(p)s  -- gone\n"
+           "  FROM t -- gone")
+    assert without_comments(sql) == ("SELECT E'it\\'s -- kept', $$ -- kept, and it's $$, $fn$ a -- b $fn$, %(p)s\n"
+                                     "FROM t")
+
+
 def test_the_worker_hot_statements_fit_the_driver_statement_cache():
     # psycopg converts a statement's %(name)s placeholders once and caches the result for
     # statements of up to 4096 bytes; a longer one is converted again on every call.
