@@ -10,7 +10,6 @@ import time
 
 import psycopg
 import pytest
-
 from psycopg_pool import ConnectionPool
 
 from schema import db
@@ -31,13 +30,19 @@ def _backend_pid(pool) -> int:
         return conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
 
 
+def _wait_gone(db_dsn: str, pid: int, message: str) -> None:
+    """Waits (up to 30 s) until the server backend `pid` has exited."""
+    with db.connect(db_dsn) as admin:
+        deadline = time.monotonic() + 30
+        while admin.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()["n"]:
+            assert time.monotonic() < deadline, message
+            time.sleep(0.05)
+
+
 def _terminate(db_dsn: str, pid: int) -> None:
     with db.connect(db_dsn) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s) AS ok", [pid]).fetchone()["ok"]
-        deadline = time.monotonic() + 30
-        while admin.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()["n"]:
-            assert time.monotonic() < deadline, "the terminated backend did not exit"
-            time.sleep(0.05)
+    _wait_gone(db_dsn, pid, "the terminated backend did not exit")
 
 
 def test_a_caller_that_takes_and_returns_in_turn_keeps_one_connection(db_dsn):
@@ -153,8 +158,4 @@ def test_closing_the_pool_takes_back_the_held_connections(db_dsn):
         pid = conn.info.backend_pid
     pool.close()
     assert conn.closed
-    with db.connect(db_dsn) as admin:
-        deadline = time.monotonic() + 30
-        while admin.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()["n"]:
-            assert time.monotonic() < deadline, "the held connection's backend is still there"
-            time.sleep(0.05)
+    _wait_gone(db_dsn, pid, "the held connection's backend is still there")
