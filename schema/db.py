@@ -217,7 +217,6 @@ class HeldConnection:
         self.timeout = timeout
         self._conn: psycopg.Connection | None = None
         self._threshold: int | None = None  # the connection's own, restored when it goes back
-        self._used_at = 0.0
         self._busy = threading.Lock()
         held = getattr(pool, "held", None)
         if held is not None:  # a pool of make_pool gets it back when it closes
@@ -238,7 +237,8 @@ class HeldConnection:
                 raise
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 self._give_back()
-            self._used_at = time.monotonic()
+            else:
+                conn._quire_returned_at = time.monotonic()  # the pool's idle clock, as if returned now
         finally:
             self._busy.release()
 
@@ -254,9 +254,9 @@ class HeldConnection:
         return True
 
     def _take(self) -> psycopg.Connection:
-        if self._conn is not None and time.monotonic() - self._used_at > CHECK_AFTER_IDLE_SECONDS:
+        if self._conn is not None:
             try:
-                self.pool.check_connection(self._conn)
+                _check_if_idle(self._conn)  # the pool's own check, by the same clock
             except psycopg.Error:
                 self._give_back()
         if self._conn is None:
