@@ -52,7 +52,7 @@ class Tracer:
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
             return cls()
-        if not _database_reachable(uri):
+        if not database_reachable(uri):
             # MLflow would retry an unreachable database for minutes before giving up.
             log.warning("MLflow tracing disabled: tracking database not reachable")
             return cls()
@@ -105,7 +105,7 @@ class Tracer:
             log.warning("could not flush MLflow traces: %s", exc)
 
 
-def _database_reachable(uri: str, timeout: float = 3.0) -> bool:
+def database_reachable(uri: str, timeout: float = 3.0) -> bool:
     """For database tracking URIs, whether the server accepts a TCP connection."""
     parsed = urlsplit(uri)
     scheme = parsed.scheme.split("+")[0]

@@ -3,20 +3,23 @@
     python bench/ratelimit.py                        # TPM 40,000; app/samples + 48 generated PDFs
     python bench/ratelimit.py --tpm 20000 --generated 20 --concurrency 8
     python bench/ratelimit.py --tpm 40000 --quota 20000   # the endpoint allows less than max_tpm
+    python bench/ratelimit.py --fresh-processes            # each agent run a new process
     QUIRE_DATABASE_URL=postgresql://... python bench/ratelimit.py
 
 The endpoint (bench/fake_llm.py) allows --quota tokens (default: --tpm) over any sliding minute and
 answers 429 with Retry-After beyond it. The agent is configured with max_tpm --tpm. Documents go in
 through the one submit service (the upload page's), the real `quire worker` process runs them
 with the local executor and `--extractor llm`. Printed: the endpoint's 429s, the makespan (first
-claim to last finish), the minimum the quota allows (total tokens / TPM), their ratio, and the
-quota's utilisation over the makespan; every --every seconds, the agent's effective TPM and
-concurrency, the tokens it reserved in the window and the 429s of that interval.
+claim to last finish), the minimum the quota allows at a steady rate (total tokens / TPM), their
+ratio, the quota's utilisation over the makespan, and the least makespan a sliding minute allows
+(it lets a whole quota through at once, so it is shorter); every --every seconds, the agent's
+effective TPM and concurrency, the tokens it reserved in the window and the 429s of that interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -67,6 +70,8 @@ def main() -> int:
     parser.add_argument("--generated", type=int, default=48, help="generated PDFs beside the samples")
     parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument("--concurrency", type=int, default=8, help="quire worker --concurrency")
+    parser.add_argument("--fresh-processes", action="store_true",
+                        help="each agent run a new process (QUIRE_AGENT_PRELOAD=false), not forked from the fork server")
     args = parser.parse_args()
     quota = args.quota or args.tpm
     server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
@@ -85,10 +90,13 @@ def main() -> int:
                                        SubmitOptions(agent="llm", rerun_duplicates=True), "bench")
         created = sum(r.outcome == "created" for r in results)
         print(f"{created} documents ({len(pdfs)} PDFs); endpoint quota {quota:,} TPM, max_tpm {args.tpm:,}; "
-              f"worker concurrency {args.concurrency}", flush=True)
+              f"worker concurrency {args.concurrency}; agent runs "
+              f"{'started afresh' if args.fresh_processes else 'forked from the fork server'}", flush=True)
         with RateLimitedChat(quota) as endpoint:
             env = quire_env(dsn, data_dir)
             env.update(QUIRE_LLM_BASE_URL=endpoint.url, QUIRE_LLM_API_KEY="x")  # the model is the agent's
+            if args.fresh_processes:
+                env["QUIRE_AGENT_PRELOAD"] = "false"
             log = open(data_dir / "worker.log", "w")
             worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
                                        str(args.concurrency)], env=env, stdout=log, stderr=log)
@@ -121,6 +129,9 @@ def main() -> int:
         if not stats["tokens"]:
             raise RuntimeError(f"the endpoint served nothing: tasks {statuses}")
         minimum = stats["tokens"] / quota * 60
+        # A sliding minute admits a whole quota at once: a minute's worth at the start, another a
+        # minute later, and so on. No schedule can end before this.
+        burst_minimum = 60 * (math.ceil(stats["tokens"] / quota) - 1)
         print(f"tasks: {statuses}")
         refusals = sorted(endpoint.refusals)
         if refusals:
@@ -131,6 +142,9 @@ def main() -> int:
         print(f"tokens: {stats['tokens']:,} answered by the endpoint, {reported:,} reported by the agents")
         print(f"makespan {makespan:.1f} s; minimum at the quota {minimum:.1f} s; "
               f"ratio {makespan / minimum:.2f}x; quota utilisation {minimum / makespan:.0%}")
+        print(f"a sliding minute lets a whole quota through at once: no schedule ends before {burst_minimum} s "
+              f"(the makespan is {makespan / burst_minimum:.2f}x that)" if burst_minimum else
+              "the whole run fits in one minute's quota")
         print("attempts learned from, by document type: "
               + ", ".join(f"{r['document_type']} {r['samples']}" for r in learned))
     finally:

@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     poll_seconds: float = Field(10.0, gt=0)
     worker_concurrency: int | None = Field(None, gt=0)     # local runs per worker; unset: CPU count
     shutdown_grace_seconds: float = Field(30.0, ge=0)      # SIGTERM: time in-flight runs get to finish
+    agent_preload: bool = True                             # local runs forked from a loaded process
     sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases
     reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
     rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups

@@ -138,7 +138,8 @@ class WorkerDaemon:
             raise
         databricks = DatabricksConfig(callback_key=self.settings.callback_key)
         executors = build_executors(LocalConfig(runs_dir=self.settings.data_dir / "runs",
-                                                tracking_uri=tracking_uri), databricks=databricks)
+                                                tracking_uri=tracking_uri,
+                                                preload=self.settings.agent_preload), databricks=databricks)
         if self.settle_gc:
             settle_garbage_collection()
         refused = unreachable_reason(self.callback_base_url, databricks)

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from worker import logs
 from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
+from worker.executors.forkserver import Child, ForkServer, ForkServerGone
 
 # Never handed to an agent process: it reports through its own per-attempt secret only.
 WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPERATOR_TOKEN",
@@ -31,6 +33,8 @@ def agent_run_settings(agent) -> dict[str, str]:
             "price_output_per_mtok": text(agent.price_output_per_mtok)}
 # The agent's exit code for a document it can never read (docs/CONTRACTS.md).
 EXIT_DOCUMENT_ERROR = 2
+# After this many fork servers ended before they had loaded, runs start afresh only.
+FORK_SERVER_FAILURES = 3
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,16 @@ class LocalConfig:
     experiment: str = "quire"
     python: str = sys.executable
     stderr_tail_chars: int = 2000
+    # Runs forked from a process that has loaded the agent and MLflow (agents/forkserver.py)
+    # rather than started afresh; a run waits this long for that process to finish loading.
+    preload: bool = False
+    preload_wait_seconds: float = 30.0
 
     def __post_init__(self):
         if self.stderr_tail_chars < 0:
             raise ValueError("stderr_tail_chars must not be negative")
+        if self.preload_wait_seconds < 0:
+            raise ValueError("preload_wait_seconds must not be negative")
         # Agents run with their run directory as working directory: paths handed to them must
         # not depend on ours.
         object.__setattr__(self, "runs_dir", Path(self.runs_dir).resolve())
@@ -56,6 +66,7 @@ class LocalHandle(Handle):
     """A running agent process and what its reaper thread learned when it ended."""
 
     process: subprocess.Popen | None = None
+    child: Child | None = None
     run_dir: Path | None = None
     out_path: Path | None = None
     started: float = 0.0
@@ -82,6 +93,12 @@ class LocalExecutor(Executor):
 
     def __init__(self, config: LocalConfig):
         self.config = config
+        self._server: ForkServer | None = None
+        self._server_lock = threading.Lock()
+        self._server_failures = 0
+        self._closed = False
+        if config.preload:
+            self._fork_server()  # it loads while the worker starts up
 
     def _argv(self, launch: Launch, out_path: Path | None) -> list[str]:
         """The agent command line; never a secret in it."""
@@ -100,7 +117,7 @@ class LocalExecutor(Executor):
 
     def _env(self, launch: Launch) -> dict[str, str]:
         """The agent's environment: its secret and tracking URI in, the worker's keys out."""
-        env = {k: v for k, v in os.environ.items() if k not in WITHHELD_ENV and k not in AGENT_ENV}
+        env = self._base_env()
         for name, value in zip(AGENT_ENV, agent_run_settings(launch.agent).values()):
             if value:
                 env[name] = value
@@ -109,6 +126,11 @@ class LocalExecutor(Executor):
             env["QUIRE_LLM_MODEL"] = launch.agent.model
         # The agent's own heartbeats keep its lease if this worker dies before it does.
         env["QUIRE_HEARTBEAT_SECONDS"] = f"{max(1.0, launch.agent.lease_seconds / 3):g}"
+        return env
+
+    def _base_env(self) -> dict[str, str]:
+        """What every run's environment holds: the worker's, less its keys, with where to trace."""
+        env = {k: v for k, v in os.environ.items() if k not in WITHHELD_ENV and k not in AGENT_ENV}
         if self.config.tracking_uri:
             env["MLFLOW_TRACKING_URI"] = self.config.tracking_uri
             env.setdefault("MLFLOW_EXPERIMENT_NAME", self.config.experiment)
@@ -125,27 +147,81 @@ class LocalExecutor(Executor):
         # The agent also writes its report to a file: the worker applies it itself when the agent
         # has no callback URL, or could not deliver its callback before it exited.
         out_path = run_dir / "report.json"
-        with open(run_dir / "stdout.log", "wb") as stdout, open(run_dir / "stderr.log", "wb") as stderr:
-            process = subprocess.Popen(
-                self._argv(launch, out_path), cwd=run_dir, env=self._env(launch),
-                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                start_new_session=True)  # its own process group: a kill takes its children too
-        handle = LocalHandle(attempt_id=launch.attempt_id, pid=process.pid, process=process,
-                             run_dir=run_dir, out_path=out_path, started=time.monotonic())
+        argv, env = self._argv(launch, out_path), self._env(launch)
+        started = time.monotonic()
+        child = self._fork(argv, env, run_dir)
+        if child is not None:
+            handle = LocalHandle(attempt_id=launch.attempt_id, pid=child.pid, child=child,
+                                 run_dir=run_dir, out_path=out_path, started=started)
+        else:
+            with open(run_dir / "stdout.log", "wb") as stdout, open(run_dir / "stderr.log", "wb") as stderr:
+                process = subprocess.Popen(
+                    argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                    start_new_session=True)  # its own process group: a kill takes its children too
+            handle = LocalHandle(attempt_id=launch.attempt_id, pid=process.pid, process=process,
+                                 run_dir=run_dir, out_path=out_path, started=started)
         threading.Thread(target=self._reap, args=(handle, on_exit), daemon=True,
                          name=f"quire-attempt-{launch.attempt_id}").start()
         return handle
 
     def _reap(self, handle: LocalHandle, on_exit: OnExit) -> None:
         """Waits for the process in a thread and records its exit and resource usage."""
-        # wait4 gives the child's own resource usage, which Popen.wait does not.
-        _, status, usage = os.wait4(handle.pid, 0)
+        if handle.child is not None:
+            handle.child.done.wait()
+            status, handle.cpu_seconds = handle.child.status, handle.child.cpu_seconds
+        else:
+            # wait4 gives the child's own resource usage, which Popen.wait does not.
+            _, status, usage = os.wait4(handle.pid, 0)
+            handle.cpu_seconds = usage.ru_utime + usage.ru_stime
         handle.wall_seconds = time.monotonic() - handle.started
-        handle.cpu_seconds = usage.ru_utime + usage.ru_stime
-        handle.exit_code = os.waitstatus_to_exitcode(status)
-        handle.process.returncode = handle.exit_code
+        handle.exit_code = None if status is None else os.waitstatus_to_exitcode(status)
+        if handle.process is not None:
+            handle.process.returncode = handle.exit_code
         handle.done.set()
         on_exit()
+
+    # -- the fork server -------------------------------------------------------------------------
+
+    def _fork_server(self) -> ForkServer | None:
+        """The fork server runs start from, started if need be; None once runs start afresh."""
+        with self._server_lock:
+            if self._server is not None and not self._server.gone:
+                return self._server
+            if self._server is not None and not self._server.ready:
+                self._server_failures += 1
+                self._server = None
+            if self._closed or self._server_failures >= FORK_SERVER_FAILURES:
+                return None
+            try:
+                self.config.runs_dir.mkdir(parents=True, exist_ok=True)
+                self._server = ForkServer(self.config.python, self._base_env(), self.config.runs_dir)
+            except OSError as exc:
+                self._server_failures = FORK_SERVER_FAILURES
+                logs.problem("start the agent fork server", exc)
+                return None
+            return self._server
+
+    def _fork(self, argv: list[str], env: dict[str, str], run_dir: Path) -> Child | None:
+        """The run forked from the fork server; None when it is to start afresh instead."""
+        if not self.config.preload:
+            return None
+        server = self._fork_server()
+        if server is None or not server.wait_ready(self.config.preload_wait_seconds):
+            return None
+        try:
+            # argv[:3] is `python -m agents`.
+            child = server.spawn(argv[2], argv[3:], env, run_dir, run_dir / "stdout.log",
+                                 run_dir / "stderr.log")
+        except ForkServerGone as exc:
+            logs.problem("fork an agent run", exc)
+            return None
+        return child
+
+    def close(self) -> None:
+        with self._server_lock:
+            self._closed = True
+            if self._server is not None:
+                self._server.close()
 
     def is_alive(self, handle: LocalHandle) -> bool:
         return not handle.done.is_set()
@@ -185,6 +261,8 @@ class LocalExecutor(Executor):
         code = handle.exit_code
         if code is not None and code < 0:
             error = f"agent process killed by signal {-code}"
+        elif code is None:
+            error = "agent process ended without reporting (its exit status was lost with the fork server)"
         else:
             error = f"agent process exited with code {code} without reporting"
         if tail:
