@@ -97,8 +97,11 @@ class LocalExecutor(Executor):
         self._server_lock = threading.Lock()
         self._server_failures = 0
         self._closed = False
-        if config.preload:
-            self._fork_server()  # it loads while the worker starts up
+
+    def prepare(self) -> None:
+        """Starts the fork server now, so that it loads before the first run needs it."""
+        if self.config.preload:
+            self._fork_server()
 
     def _argv(self, launch: Launch, out_path: Path | None) -> list[str]:
         """The agent command line; never a secret in it."""

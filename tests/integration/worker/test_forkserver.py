@@ -21,6 +21,7 @@ from worker.executors.forkserver import ForkServer, ForkServerGone
 from worker.executors.local import FORK_SERVER_FAILURES
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig
+from worker.tracking import locate_tracking, prepare_store
 
 ROOT = Path(__file__).resolve().parents[3]
 TARGET = "tests.fork_target"
@@ -147,8 +148,9 @@ def pool(db_dsn):
     p.close()
 
 
-def local_services(pool, tmp_path: Path, python: str = sys.executable):
-    executors = build_executors(LocalConfig(runs_dir=tmp_path / "runs", python=python, preload=True))
+def local_services(pool, tmp_path: Path, python: str = sys.executable, tracking_uri: str | None = None):
+    executors = build_executors(LocalConfig(runs_dir=tmp_path / "runs", python=python, preload=True,
+                                            tracking_uri=tracking_uri))
     table = RunTable(pool, executors, RunTableConfig(worker_id="w-test"))
     return table, Claimer(table, executors, ClaimerConfig(concurrency=4)), Heartbeats(table), executors
 
@@ -161,11 +163,15 @@ def settle_all(table: RunTable, heartbeats: Heartbeats) -> None:
     wait_until(done, timeout=60, interval=0.05, message="every run to end")
 
 
-def test_worker_local_runs_are_forked_from_the_fork_server(pool, conn, tmp_path):
+def test_worker_local_runs_are_forked_from_the_fork_server_and_trace_to_mlflow(pool, conn, db_dsn, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri, ours = locate_tracking(db_dsn, None)
+    assert ours and prepare_store(db_dsn, uri, artifact_root=tmp_path / "artifacts")
     make_agent(conn, "docs", executor="local")
     pdf = make_invoice_pdf(tmp_path / "invoice.pdf")
     tasks = [make_task(conn, "docs", document_uri=str(pdf), pages=1) for _ in range(2)]
-    table, claimer, heartbeats, executors = local_services(pool, tmp_path)
+    table, claimer, heartbeats, executors = local_services(pool, tmp_path, tracking_uri=uri)
     try:
         assert claimer.run_once() == 2
         runs = table.snapshot()
@@ -177,6 +183,13 @@ def test_worker_local_runs_are_forked_from_the_fork_server(pool, conn, tmp_path)
             assert done.status.value == "completed", done.error
             assert done.result["fields"]["total"]["value"] == 1200.0
             assert done.attempts[0].compute_seconds > 0
+        # Each forked run opened its own connection to the store the server had loaded.
+        trace_ids = {queue.get_task(conn, task.id).attempts[0].trace_id for task in tasks}
+        assert len(trace_ids) == 2 and None not in trace_ids
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        assert all(client.get_trace(trace_id).info.trace_id == trace_id for trace_id in trace_ids)
     finally:
         executors["local"].close()
 
