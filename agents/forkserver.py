@@ -29,6 +29,7 @@ import runpy
 import select
 import signal
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -197,6 +198,11 @@ def main() -> int:
     os.close(devnull)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when this process ends
     preload()
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if others:
+        # A fork copies only the forking thread: a lock another thread held would stay held.
+        print(f"agent fork server not started: loading started threads {others}", file=sys.stderr)
+        return 1
     # What is loaded now stays: no run's garbage collection walks it, nor copies its pages.
     gc.freeze()
     request = Server(requests_fd, replies_fd).serve()

@@ -152,7 +152,9 @@ class LocalExecutor(Executor):
         out_path = run_dir / "report.json"
         argv, env = self._argv(launch, out_path), self._env(launch)
         started = time.monotonic()
-        child = self._fork(argv, env, run_dir)
+        # A run waits for a loading fork server no longer than a third of its lease.
+        child = self._fork(argv, env, run_dir, min(self.config.preload_wait_seconds,
+                                                   launch.agent.lease_seconds / 3))
         if child is not None:
             handle = LocalHandle(attempt_id=launch.attempt_id, pid=child.pid, child=child,
                                  run_dir=run_dir, out_path=out_path, started=started)
@@ -204,12 +206,12 @@ class LocalExecutor(Executor):
                 return None
             return self._server
 
-    def _fork(self, argv: list[str], env: dict[str, str], run_dir: Path) -> Child | None:
+    def _fork(self, argv: list[str], env: dict[str, str], run_dir: Path, wait: float) -> Child | None:
         """The run forked from the fork server; None when it is to start afresh instead."""
         if not self.config.preload:
             return None
         server = self._fork_server()
-        if server is None or not server.wait_ready(self.config.preload_wait_seconds):
+        if server is None or not server.wait_ready(wait):
             return None
         try:
             # argv[:3] is `python -m agents`.
