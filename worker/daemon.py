@@ -22,7 +22,7 @@ from worker.billing import BillingConfig, BillingReconciler
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
-from worker.executors import DatabricksConfig, LocalConfig, LocalExecutor, build_executors
+from worker.executors import DatabricksConfig, LocalConfig, build_executors
 from worker.executors.databricks import unreachable_reason
 from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
@@ -232,17 +232,9 @@ class WorkerDaemon:
             logs.change("worker", "stopped", worker=self.worker_id)
 
     def _check_agents(self, pool, executors: Mapping[str, Any]) -> None:
-        """Marks agents this worker cannot run as configured: nothing is claimed for them.
-
-        When an agent runs locally, the agent fork server starts loading now (otherwise at the
-        first local run): a worker of other agents never loads it.
-        """
+        """Marks agents this worker cannot run as configured: nothing is claimed for them."""
         with pool.connection(timeout=10) as conn:
-            problems = check_agents(conn, executors=executors, worker_id=self.worker_id)
-            agents = queue.list_agents(conn)
-        local = executors.get(LocalExecutor.name)
-        if local is not None and any(a.executor == local.name and a.name not in problems for a in agents):
-            local.prepare()
+            check_agents(conn, executors=executors, worker_id=self.worker_id)
 
     def _agent_configs(self) -> list:
         """The configured agents, or none when the configuration cannot be read here."""

@@ -98,11 +98,6 @@ class LocalExecutor(Executor):
         self._server_failures = 0
         self._closed = False
 
-    def prepare(self) -> None:
-        """Starts the fork server now, so that it loads before the first run needs it."""
-        if self.config.preload:
-            self._fork_server()
-
     def _argv(self, launch: Launch, out_path: Path | None) -> list[str]:
         """The agent command line; never a secret in it."""
         argv = [self.config.python, "-m", "agents", "run", "--document", launch.task.document_uri,
