@@ -15,7 +15,7 @@ from typing import Any
 from agents.layout import Cell, Line, clean
 
 DEFAULT_LANGUAGES = "eng+ita+fra+deu+nld+spa+por"
-_DPI = int(os.environ.get("QUIRE_OCR_DPI", "300"))
+DEFAULT_DPI = 300
 _MIN_WORD_CONFIDENCE = 20
 _MIN_SHORT_CONFIDENCE = 75
 _INK = 128
@@ -70,7 +70,8 @@ def ocr_page(page: Any) -> list[Line]:
     # Tesseract's threads fight the worker's parallel tasks on small machines; one each.
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
     languages = _languages(cmd, os.environ.get("QUIRE_OCR_LANGUAGES", DEFAULT_LANGUAGES))
-    scale = _DPI / 72
+    # Read at each page, not at import: a run forked from the fork server has its own environment.
+    scale = int(os.environ.get("QUIRE_OCR_DPI") or DEFAULT_DPI) / 72
     image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
     # Grey shading behind table rows hides their figures from Tesseract's own binarisation, so
     # the page is made black and white first, keeping only ink darker than mid-grey. (Filtering
