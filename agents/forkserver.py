@@ -1,8 +1,8 @@
 """A process that loads the agent and MLflow once, then forks every local run from itself.
 
-An agent run started afresh spends most of its CPU before its first model call: importing MLflow
-and opening its tracking store take about 2 s of CPU on a fast core and 5 s on a slow one, against
-0.2 s for the extraction itself. The worker's local executor therefore starts one fork server
+An agent run started afresh spends most of its CPU before its first page: importing MLflow and
+opening its tracking store take about 2 s of CPU on a fast core and 5 s on a slow one, against
+about 0.1 s for the extraction and its trace. The worker's local executor therefore starts one fork server
 (`python -m agents.forkserver`) and asks it for each run; the run is a fork of a process that has
 already paid that cost, and behaves as `python -m agents run ...` would: its own session and
 process group, its working directory, environment, stdin, stdout and stderr as asked, and an exit
@@ -231,8 +231,9 @@ def main() -> int:
     except BaseException:
         traceback.print_exc()
     finally:
-        # A run ends as a fresh process would (exit handlers run, output flushed), without taking
-        # apart, object by object, all that the server loaded.
+        # A run ends as a fresh process would (its other threads waited for, exit handlers run,
+        # output flushed), without taking apart, object by object, all that the server loaded.
+        threading._shutdown()
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -6,6 +6,7 @@
     sleep SECONDS        sleeps
     family               starts `sleep 60` and waits for it (a run with a child of its own)
     fail                 raises an exception
+    thread SECONDS PATH  starts a thread that writes PATH after SECONDS, and returns at once
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
@@ -37,6 +40,10 @@ def main(argv: list[str]) -> int:
         child = subprocess.Popen(["sleep", "60"])
         print(child.pid, flush=True)
         return child.wait()
+    if action == "thread":
+        seconds, path = float(rest[0]), Path(rest[1])
+        threading.Thread(target=lambda: (time.sleep(seconds), path.write_text("written"))).start()
+        return 0
     if action == "fail":
         raise RuntimeError("a run that fails on purpose")
     raise SystemExit(f"unknown action {action!r}")

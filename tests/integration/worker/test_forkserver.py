@@ -82,6 +82,13 @@ def test_forked_run_that_raises_exits_1_with_its_traceback_on_stderr(server, tmp
     assert "a run that fails on purpose" in (run_dir / "stderr.log").read_text()
 
 
+def test_forked_run_ends_as_a_process_does_after_its_other_threads(server, tmp_path):
+    written = tmp_path / "written-by-a-thread"
+    child, _ = spawn(server, tmp_path, "thread", "0.3", str(written))
+    assert exit_code(child) == 0
+    assert written.read_text() == "written"
+
+
 def test_runs_go_on_side_by_side_and_the_server_serves_after_them(server, tmp_path):
     runs = [spawn(server, tmp_path, "burn", "0.05", str(code))[0] for code in range(5)]
     assert [exit_code(child) for child in runs] == list(range(5))
