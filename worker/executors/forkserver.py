@@ -8,6 +8,7 @@ import queue
 import select
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,8 +140,28 @@ def _watch(child: Child) -> None:
     except ProcessLookupError:
         child.ended(None, None)
         return
+    except (AttributeError, OSError):  # no pidfd here: look for the process now and then
+        while _exists(child.pid):
+            time.sleep(0.5)
+        child.ended(None, None)
+        return
     try:
         select.select([fd], [], [])
     finally:
         os.close(fd)
     child.ended(None, None)
+
+
+def _exists(pid: int) -> bool:
+    """Whether a process of this pid is there and not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
