@@ -164,3 +164,21 @@ def counts_by_status(dsn: str) -> dict[str, int]:
     with db.connect(dsn) as conn:
         return {r["status"]: r["n"] for r in
                 conn.execute("SELECT status::text AS status, count(*) AS n FROM tasks GROUP BY status")}
+
+
+def group_exists(pgid: int) -> bool:
+    """Whether a process group of this id is still there."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def settle_all(table, heartbeats, timeout: float = 30) -> None:
+    """Rounds of the worker's heartbeats until its run table is empty (every run ended and settled)."""
+    def done() -> bool:
+        heartbeats.run_once()
+        return len(table) == 0
+
+    wait_until(done, timeout=timeout, interval=0.05, message="every run to end")

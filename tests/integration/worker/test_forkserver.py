@@ -14,7 +14,7 @@ import pytest
 from schema import db, queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
-from tests.worker_helpers import make_invoice_pdf
+from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
 from worker.claimer import Claimer, ClaimerConfig
 from worker.executors import LocalConfig, build_executors
 from worker.executors.forkserver import ForkServer, ForkServerGone
@@ -48,14 +48,6 @@ def spawn(server: ForkServer, tmp_path: Path, *argv: str, **env: str):
 def exit_code(child) -> int:
     assert child.done.wait(60), "the run to end"
     return os.waitstatus_to_exitcode(child.status)
-
-
-def group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_forked_run_has_its_own_session_directory_files_and_environment(server, tmp_path):
@@ -160,14 +152,6 @@ def local_services(pool, tmp_path: Path, python: str = sys.executable, tracking_
                                             tracking_uri=tracking_uri))
     table = RunTable(pool, executors, RunTableConfig(worker_id="w-test"))
     return table, Claimer(table, executors, ClaimerConfig(concurrency=4)), Heartbeats(table), executors
-
-
-def settle_all(table: RunTable, heartbeats: Heartbeats) -> None:
-    def done() -> bool:
-        heartbeats.run_once()
-        return len(table) == 0
-
-    wait_until(done, timeout=60, interval=0.05, message="every run to end")
 
 
 def test_worker_local_runs_are_forked_from_the_fork_server_and_trace_to_mlflow(pool, conn, db_dsn, tmp_path,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from schema import db, queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
-from tests.worker_helpers import make_invoice_pdf
+from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
 from schema.stats import StreamEvent
 from worker.claimer import Claimer, ClaimerConfig, wants_claim
 from worker.executors import LocalConfig, build_executors
@@ -36,28 +35,12 @@ def interpreter(tmp_path: Path, name: str, script: str) -> str:
     return str(path)
 
 
-def group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def services(pool, tmp_path: Path, *, concurrency: int = 4, python: str = sys.executable, rate: float = 0.0,
              stop_grace: float = 5.0):
     executors = build_executors(LocalConfig(runs_dir=tmp_path / "runs", python=python))
     table = RunTable(pool, executors, RunTableConfig(worker_id="w-test", compute_rate_usd_per_hour=rate,
                                                      stop_grace_seconds=stop_grace))
     return table, Claimer(table, executors, ClaimerConfig(concurrency=concurrency)), Heartbeats(table)
-
-
-def settle_all(table: RunTable, heartbeats: Heartbeats, timeout: float = 30) -> None:
-    def done() -> bool:
-        heartbeats.run_once()
-        return len(table) == 0
-
-    wait_until(done, timeout=timeout, interval=0.05, message="every run to end")
 
 
 def test_worker_claims_up_to_capacity_and_noop_completes(pool, conn, tmp_path):
