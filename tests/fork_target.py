@@ -4,6 +4,7 @@
                          QUIRE_TEST_VALUE as JSON
     burn SECONDS CODE    spends SECONDS of CPU, then exits with CODE
     sleep SECONDS        sleeps
+    wait-for PATH        waits until PATH exists
     family               starts `sleep 60` and waits for it (a run with a child of its own)
     fail                 raises an exception
     thread SECONDS PATH  starts a thread that writes PATH after SECONDS, and returns at once
@@ -35,6 +36,11 @@ def main(argv: list[str]) -> int:
         return code
     if action == "sleep":
         time.sleep(float(rest[0]))
+        return 0
+    if action == "wait-for":
+        path = Path(rest[0])
+        while not path.exists():
+            time.sleep(0.02)
         return 0
     if action == "family":
         child = subprocess.Popen(["sleep", "60"])

@@ -101,10 +101,12 @@ def test_killing_a_forked_runs_group_takes_its_children_too(server, tmp_path):
 
 
 def test_a_run_outlives_its_fork_server_and_is_still_seen_to_end(server, tmp_path):
-    child, _ = spawn(server, tmp_path, "sleep", "1")
+    go_on = tmp_path / "go-on"
+    child, _ = spawn(server, tmp_path, "wait-for", str(go_on))
     server.process.kill()
-    wait_until(lambda: server.gone, timeout=10, message="the server's end to be noticed")
-    assert group_exists(child.pid)
+    wait_until(lambda: server.gone, timeout=30, message="the server's end to be noticed")
+    assert group_exists(child.pid) and not child.done.is_set()
+    go_on.touch()
     assert child.done.wait(30), "the run's end to be seen through its pid"
     assert child.status is None and child.cpu_seconds is None  # its server is not there to tell
     with pytest.raises(ForkServerGone):
@@ -148,8 +150,10 @@ def pool(db_dsn):
 
 
 def local_services(pool, tmp_path: Path, python: str = sys.executable, tracking_uri: str | None = None):
+    # However slow the machine, a run waits for the fork server rather than starting afresh (the
+    # wait is the shorter of this and a third of the agent's lease).
     executors = build_executors(LocalConfig(runs_dir=tmp_path / "runs", python=python, preload=True,
-                                            tracking_uri=tracking_uri))
+                                            preload_wait_seconds=120, tracking_uri=tracking_uri))
     table = RunTable(pool, executors, RunTableConfig(worker_id="w-test"))
     return table, Claimer(table, executors, ClaimerConfig(concurrency=4)), Heartbeats(table), executors
 
@@ -159,7 +163,7 @@ def test_worker_local_runs_are_forked_from_the_fork_server_and_trace_to_mlflow(p
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri, ours = locate_tracking(db_dsn, None)
     assert ours and prepare_store(db_dsn, uri, artifact_root=tmp_path / "artifacts")
-    make_agent(conn, "docs", executor="local")
+    make_agent(conn, "docs", executor="local", lease_seconds=600)
     pdf = make_invoice_pdf(tmp_path / "invoice.pdf")
     tasks = [make_task(conn, "docs", document_uri=str(pdf), pages=1) for _ in range(2)]
     table, claimer, heartbeats, executors = local_services(pool, tmp_path, tracking_uri=uri)
