@@ -8,20 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from schema import db, queue
+from schema import queue
 from tests.factories import make_agent, make_task
 from worker.claimer import Claimer, ClaimerConfig
 from worker.executors import LocalConfig, build_executors
 from worker.runs import RunTable, RunTableConfig
 
 POLL = 3600.0  # no poll would come in time: only the claimer's own wake-up can claim
-
-
-@pytest.fixture
-def pool(db_dsn):
-    p = db.make_pool(db_dsn, max_size=4)
-    yield p
-    p.close()
 
 
 def db_now(conn):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from schema import db, queue
+from schema import queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
 from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
@@ -141,13 +141,6 @@ def test_bad_requests_are_refused_and_the_server_goes_on(tmp_path):
 
 
 # -- the local executor with a fork server ---------------------------------------------------------
-
-@pytest.fixture
-def pool(db_dsn):
-    p = db.make_pool(db_dsn, max_size=4)
-    yield p
-    p.close()
-
 
 def local_services(pool, tmp_path: Path, python: str = sys.executable, tracking_uri: str | None = None):
     # However slow the machine, a run waits for the fork server rather than starting afresh (the

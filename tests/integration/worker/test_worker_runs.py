@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schema import db, queue
+from schema import queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
 from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
@@ -18,13 +18,6 @@ from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig
 from worker.sweeper import Sweeper
-
-
-@pytest.fixture
-def pool(db_dsn):
-    p = db.make_pool(db_dsn, max_size=4)
-    yield p
-    p.close()
 
 
 def interpreter(tmp_path: Path, name: str, script: str) -> str:

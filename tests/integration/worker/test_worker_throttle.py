@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bench.fake_llm import RateLimitedChat
-from schema import db, queue
+from schema import queue
 from tests.factories import make_agent, make_task
 from tests.worker_helpers import make_invoice_pdf, wait_until
 from worker.claimer import Claimer, ClaimerConfig
@@ -17,13 +17,6 @@ from worker.runs import RunTable, RunTableConfig
 
 QUOTA = 2500
 MAX_TPM = 4 * QUOTA
-
-
-@pytest.fixture
-def pool(db_dsn):
-    p = db.make_pool(db_dsn, max_size=4)
-    yield p
-    p.close()
 
 
 # Agent processes and Retry-After waits take minutes on a busy machine; the deadlines are generous.
