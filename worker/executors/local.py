@@ -150,16 +150,14 @@ class LocalExecutor(Executor):
         # A run waits for a loading fork server no longer than a third of its lease.
         child = self._fork(argv, env, run_dir, min(self.config.preload_wait_seconds,
                                                    launch.agent.lease_seconds / 3))
-        if child is not None:
-            handle = LocalHandle(attempt_id=launch.attempt_id, pid=child.pid, child=child,
-                                 run_dir=run_dir, out_path=out_path, started=started)
-        else:
+        process = None
+        if child is None:
             with open(run_dir / "stdout.log", "wb") as stdout, open(run_dir / "stderr.log", "wb") as stderr:
                 process = subprocess.Popen(
                     argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                     start_new_session=True)  # its own process group: a kill takes its children too
-            handle = LocalHandle(attempt_id=launch.attempt_id, pid=process.pid, process=process,
-                                 run_dir=run_dir, out_path=out_path, started=started)
+        handle = LocalHandle(attempt_id=launch.attempt_id, pid=child.pid if child else process.pid,
+                             process=process, child=child, run_dir=run_dir, out_path=out_path, started=started)
         threading.Thread(target=self._reap, args=(handle, on_exit), daemon=True,
                          name=f"quire-attempt-{launch.attempt_id}").start()
         return handle
