@@ -58,8 +58,7 @@ def preload() -> None:
         return  # each run finds that out again, and traces nothing
     # What a run does first, done once here: MLflow imported and its store opened (read only:
     # the experiment is the worker's to make). The store's connections are closed again, so that
-    # no run shares a socket with another.
-    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    # no run shares a socket with another. (How traces are exported is the run's Tracer's to set.)
     try:
         from mlflow.tracking import MlflowClient
 
