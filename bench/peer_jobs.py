@@ -67,7 +67,7 @@ async def pgq_consume(args) -> dict:
     starts: list[float] = []
     waits: list[float] = []
 
-    @pgq.entrypoint("noop")
+    @pgq.entrypoint("noop", concurrency_limit=args.limit)
     async def noop(job) -> None:
         now = time.time()
         starts.append(now)
@@ -159,6 +159,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--limit", type=int, default=0, help="pgqueuer: jobs at once (0: no limit)")
     parser.add_argument("--trickle", type=float, default=0.0)
     args = parser.parse_args()
     result = asyncio.run(COMMANDS[(args.peer, args.command)](args))

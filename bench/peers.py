@@ -11,7 +11,9 @@ to the last job's end, or its start where a peer does not say when it ended), th
 idle, enqueue jobs one at a time 20 ms apart (enqueue -> start p50/p95). Quire runs as the real
 `quire worker` process with the noop executor; each peer runs in its own venv under bench/.venvs/
 (made here with pip on first use; the peers are not Quire's dependencies), driven by
-bench/peer_jobs.py. Ratios are against pgqueuer at batch 10, measured in the same run.
+bench/peer_jobs.py. Ratios are against pgqueuer at batch 10, measured in the same run. The full run
+also measures pgqueuer with the Quire worker's cap on jobs in flight (its concurrency_limit), since
+pgqueuer by default runs as many at once as it dequeues.
 """
 
 from __future__ import annotations
@@ -225,6 +227,9 @@ def main() -> int:
             bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
         if not args.quick and not args.quire_only:
             rows.append(bench_peer(server, "pgqueuer (batch 250)", "pgqueuer", args.tasks, args.trickle, batch=250))
+            # The same cap on jobs in flight as the Quire worker's (pgqueuer has none by default).
+            rows.append(bench_peer(server, f"pgqueuer (batch 10, at most {args.concurrency} at once)", "pgqueuer",
+                                   args.tasks, args.trickle, batch=10, limit=args.concurrency) | {"capped": True})
             rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
                                    args.trickle, concurrency=10))
         rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top))
@@ -240,6 +245,9 @@ def main() -> int:
             print(f"quire: {calls:.2f} statements and {ms:.3f} ms of Postgres time per task while draining")
         for r in rows[1:]:
             print(f"ratio to {base['label']}: {r['label']} drain {r['drain'] / base['drain']:.2f}x")
+        capped = [r for r in rows if r.get("capped")]
+        if capped:
+            print(f"ratio to {capped[0]['label']}: {quire['label']} drain {quire['drain'] / capped[0]['drain']:.2f}x")
     finally:
         if tmp:
             db.stop_embedded(tmp)
