@@ -9,6 +9,13 @@ VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name
         coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(batch_id)s, coalesce(%(held)s, false))
 RETURNING *;
 
+-- name: tasks_first_analyze_due
+-- Whether the tasks table was never analyzed (a new database) and already holds at least
+-- %(bytes)s bytes: enqueue_many then gathers its statistics itself (see FIRST_ANALYZE_BYTES).
+SELECT c.reltuples < 0 AND pg_relation_size(c.oid) >= %(bytes)s AS due
+FROM pg_class c
+WHERE c.oid = 'tasks'::regclass;
+
 -- name: task_insert_batch
 -- Enqueues many tasks in one statement (one for a single task too): the arrays hold one entry per
 -- task, in order. The actor is set first, in the same transaction, for the event log; the

@@ -44,6 +44,32 @@ def test_enqueue_many_is_all_or_nothing(conn):
     assert queue.enqueue_many(conn, []) == []
 
 
+def _analyzed(conn) -> bool:
+    return conn.execute("SELECT reltuples >= 0 AS done FROM pg_class WHERE oid = 'tasks'::regclass").fetchone()["done"]
+
+
+def test_a_bulk_enqueue_analyzes_a_never_analyzed_tasks_table_once_it_is_no_longer_small(conn, monkeypatch):
+    make_agent(conn)
+    conn.execute("ALTER TABLE tasks SET (autovacuum_enabled = false)")  # only the enqueue may analyze
+    assert not _analyzed(conn)
+    # Below the size, even a bulk batch leaves the planner's statistics to autovacuum.
+    queue.enqueue_many(conn, [dict(agent="docs", document_uri=f"/small/{n}.pdf") for n in range(150)])
+    assert not _analyzed(conn)
+    monkeypatch.setattr(queue, "FIRST_ANALYZE_BYTES", 1)
+    # Past it, single enqueues and small batches still never analyze (one round trip each)...
+    queue.enqueue(conn, agent="docs", document_uri="/one.pdf")
+    queue.enqueue_many(conn, [dict(agent="docs", document_uri=f"/few/{n}.pdf")
+                              for n in range(queue.FIRST_ANALYZE_BATCH - 1)])
+    assert not _analyzed(conn)
+    # ...and a bulk batch does, once.
+    queue.enqueue_many(conn, [dict(agent="docs", document_uri=f"/bulk/{n}.pdf")
+                              for n in range(queue.FIRST_ANALYZE_BATCH)])
+    assert _analyzed(conn)
+    stats = conn.execute("SELECT count(*) AS n FROM pg_stats WHERE tablename = 'tasks'").fetchone()["n"]
+    assert stats > 0
+    assert not queue.analyze_if_never_analyzed(conn)
+
+
 def test_claim_many_shares_each_pool_between_agents_in_priority_order(conn):
     make_agent(conn, "a", executor="noop")
     make_agent(conn, "b", executor="noop")
