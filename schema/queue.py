@@ -274,13 +274,20 @@ FIRST_ANALYZE_BYTES = 1 << 20
 
 
 def analyze_if_never_analyzed(conn: psycopg.Connection) -> bool:
-    """Analyzes the tasks table if it was never analyzed and is no longer small; True if it did.
-    (A role that may not analyze it gets a warning from the server, not an error.)"""
-    row = _row(conn, "tasks_first_analyze_due", {"bytes": FIRST_ANALYZE_BYTES})
-    if not (row and row["due"]):
+    """Analyzes the tasks table if it was never analyzed and is no longer small; True if it tried.
+
+    SKIP_LOCKED: while autovacuum holds the table (its first vacuum, say), the enqueue does not wait
+    for it; the next bulk batch tries again. That, and a role that may not analyze the table, get a
+    warning from the server, not an error. The tasks are in by then: an analyze that fails anyway
+    (a statement timeout) is given up, never raised to the caller."""
+    try:
+        row = _row(conn, "tasks_first_analyze_due", {"bytes": FIRST_ANALYZE_BYTES})
+        if not (row and row["due"]):
+            return False
+        with _statement(conn):
+            conn.execute("ANALYZE (SKIP_LOCKED) tasks")
+    except psycopg.DatabaseError:
         return False
-    with _statement(conn):
-        conn.execute("ANALYZE tasks")
     return True
 
 

@@ -70,6 +70,20 @@ def test_a_bulk_enqueue_analyzes_a_never_analyzed_tasks_table_once_it_is_no_long
     assert not queue.analyze_if_never_analyzed(conn)
 
 
+def test_the_first_analyze_does_not_wait_for_a_table_autovacuum_holds(conn, db_dsn, monkeypatch):
+    make_agent(conn)
+    conn.execute("ALTER TABLE tasks SET (autovacuum_enabled = false)")
+    monkeypatch.setattr(queue, "FIRST_ANALYZE_BYTES", 1)
+    batch = [dict(agent="docs", document_uri=f"/d/{n}.pdf") for n in range(queue.FIRST_ANALYZE_BATCH)]
+    conn.execute("SET lock_timeout = '5s'")  # waiting would fail the enqueue, not hang the test
+    with psycopg.connect(db_dsn) as vacuum:
+        vacuum.execute("LOCK TABLE tasks IN SHARE UPDATE EXCLUSIVE MODE")  # what a vacuum holds
+        assert len(queue.enqueue_many(conn, batch)) == len(batch)
+        assert not _analyzed(conn)
+    assert len(queue.enqueue_many(conn, batch)) == len(batch)  # the next bulk batch analyzes
+    assert _analyzed(conn)
+
+
 def test_claim_many_shares_each_pool_between_agents_in_priority_order(conn):
     make_agent(conn, "a", executor="noop")
     make_agent(conn, "b", executor="noop")
