@@ -107,7 +107,7 @@ def run_query(conn, query, params=None) -> list[dict]:
     with statement(conn), conn.cursor(row_factory=dict_row) as cur:
         cur.execute(query, params or {})
         # Whether it returned rows, from rownumber (None without a result set), not description,
-        # which builds an object per column on each call: about 0.1 ms for a claim's 37 columns.
+        # which builds an object per column on each call: about 40 µs for a claim's 37 columns.
         return cur.fetchall() if cur.rownumber is not None else []
 
 
