@@ -23,7 +23,6 @@ from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim,
                            task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
-from schema.sql import statement as _statement
 
 # Token estimate when nothing better is known (see estimate_tokens).
 TOKENS_PER_PAGE = 650
@@ -284,8 +283,7 @@ def analyze_if_never_analyzed(conn: psycopg.Connection) -> bool:
         row = _row(conn, "tasks_first_analyze_due", {"bytes": FIRST_ANALYZE_BYTES})
         if not (row and row["due"]):
             return False
-        with _statement(conn):
-            conn.execute("ANALYZE (SKIP_LOCKED) tasks")
+        _rows(conn, "tasks_first_analyze")
     except psycopg.DatabaseError:
         return False
     return True

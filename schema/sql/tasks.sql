@@ -16,6 +16,10 @@ SELECT c.reltuples < 0 AND pg_relation_size(c.oid) >= %(bytes)s AS due
 FROM pg_class c
 WHERE c.oid = 'tasks'::regclass;
 
+-- name: tasks_first_analyze
+-- Gathers the tasks table's statistics, skipping it while another holds it (autovacuum, say).
+ANALYZE (SKIP_LOCKED) tasks;
+
 -- name: task_insert_batch
 -- Enqueues many tasks in one statement (one for a single task too): the arrays hold one entry per
 -- task, in order. The actor is set first, in the same transaction, for the event log; the
