@@ -116,8 +116,9 @@ def test_processes_with_the_same_data_dir_share_one_embedded_server(tmp_path):
     try:
         procs = [subprocess.Popen([sys.executable, "-m", "app.cli", "db-url"], env=env, cwd=root,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
-        urls = {p.communicate(timeout=120)[0].strip() for p in procs}
-        assert all(p.returncode == 0 for p in procs)
+        outs = [p.communicate(timeout=120) for p in procs]
+        urls = {out.strip() for out, _ in outs}
+        assert all(p.returncode == 0 for p in procs), [err[-2000:] for p, (_, err) in zip(procs, outs) if p.returncode]
         assert len(urls) == 1 and str(data_dir) in urls.pop()
         status = subprocess.run([sys.executable, "-m", "app.cli", "status", "--json"], env=env, cwd=root,
                                 capture_output=True, text=True, timeout=120)
