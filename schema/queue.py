@@ -422,10 +422,13 @@ def sweep(conn: psycopg.Connection, *, now: datetime | None = None, batch: int =
             return total
 
 
-def hand_back(conn: psycopg.Connection, attempt_id: int, *, now: datetime | None = None) -> bool:
-    """Gives a running attempt's task back to the queue at once, its attempt not counted (worker shutdown)."""
+def hand_back(conn: psycopg.Connection, attempt_id: int, *, reason: str | None = None,
+              now: datetime | None = None) -> bool:
+    """Gives a running attempt's task back to the queue at once, its attempt not counted (worker
+    shutdown, or a task claimed ahead that found no slot); `reason` becomes the attempt's error."""
     with _tx(conn):
-        return bool(_rows(conn, "task_hand_back_from_attempt", {"attempt_id": attempt_id, "now": now}))
+        return bool(_rows(conn, "task_hand_back_from_attempt",
+                          {"attempt_id": attempt_id, "reason": reason, "now": now}))
 
 
 def _attempt_task_id(conn: psycopg.Connection, attempt_id: int) -> int:

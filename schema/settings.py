@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     compute_rate_usd_per_hour: float = Field(0.0, ge=0)
     poll_seconds: float = Field(10.0, gt=0)
     worker_concurrency: int | None = Field(None, gt=0)     # local runs per worker; unset: CPU count
+    worker_claim_ahead: int = Field(2, ge=0, le=16)        # runs quicker than a claim: claim up to this x more
     shutdown_grace_seconds: float = Field(30.0, ge=0)      # SIGTERM: time in-flight runs get to finish
     agent_preload: bool = True                             # local runs forked from a loaded process
     sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases

@@ -11,6 +11,7 @@ from schema import db, queue, worker_queries
 from schema.models import Agent, TaskStatus
 from schema.stats import StreamEvent
 from worker import logs
+from worker.ahead import ClaimedAhead
 from worker.counters import WorkerCounters
 from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
@@ -32,6 +33,12 @@ class ClaimerConfig:
     unsettled_runs: int = 384
     # How long one service round may go on claiming while every claim fills and slots free again.
     burst_seconds: float = 0.25
+    # When the runs a round started have all ended by the next round (runs shorter than a claim's
+    # round trip), a claim also takes up to this many times the slots more, which start as slots
+    # free (worker/ahead.py); 0: claims take only the free slots.
+    claim_ahead: int = 2
+    # A task claimed ahead that found no slot this long goes back to the queue, its attempt not counted.
+    ahead_wait_seconds: float = 1.0
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_batch < 1 or self.max_remote_runs < 0 or self.unsettled_runs < 0:
@@ -39,6 +46,8 @@ class ClaimerConfig:
                              "unsettled_runs not negative")
         if self.poll_seconds <= 0 or self.gather_seconds < 0 or self.burst_seconds < 0:
             raise ValueError("poll_seconds must be positive, gather_seconds and burst_seconds not negative")
+        if self.claim_ahead < 0 or self.ahead_wait_seconds <= 0:
+            raise ValueError("claim_ahead must not be negative, ahead_wait_seconds must be positive")
 
 
 def wants_claim(events: Iterable[StreamEvent]) -> bool:
@@ -73,6 +82,8 @@ class Claimer:
         self._throttle_reopens_at: float | None = None
         # The claim loop's own connection: its claim statement stays planned on one backend.
         self._held = db.HeldConnection(table.pool, timeout=table.config.db_timeout_seconds)
+        self.ahead = ClaimedAhead(factor=config.claim_ahead, max_wait_seconds=config.ahead_wait_seconds,
+                                  concurrency=config.concurrency)
 
     @property
     def worker_id(self) -> str:
@@ -111,18 +122,28 @@ class Claimer:
         return self._agents
 
     def run_once(self) -> int:
-        """One round: each throttled agent in turn, then every other agent in one claim statement."""
+        """One round: the tasks claimed ahead start first, then each throttled agent claims in
+        turn, then every other agent in one claim statement. Returns how many tasks it claimed or
+        started from those claimed ahead."""
         if self.paused:
-            return 0
-        free = self._free_pools(self._used(self._agents).values())
-        if not any(n > 0 for n in free.values()):
+            self.hand_back_ahead()
             return 0
         with logs.batched():
-            return self._claim_round(free)
+            self._give_back_all(self.ahead.take_expired(), reason="claimed ahead, and no slot came free in time")
+            extra = self.ahead.extra()
+            self.ahead.round_begins()
+            started = self._start_ahead()
+            if len(self.ahead):  # every local slot is taken
+                return started
+            free = self._free_pools(self._used(self._agents).values())
+            if not any(n > 0 for n in free.values()):
+                return started
+            return started + self._claim_round(free, extra)
 
-    def _claim_round(self, free: dict[bool, int]) -> int:
+    def _claim_round(self, free: dict[bool, int], extra: int) -> int:
         """Claims with `free` slots per pool, as counted when the round began (slots only free up
-        meanwhile: this round alone starts runs, and it counts again after it started some)."""
+        meanwhile: this round alone starts runs, and it counts again after it started some), and
+        `extra` tasks more for the local pool, which wait for their slots (see ClaimedAhead)."""
         with self._held.connection() as conn:
             agents = self._agents_now(conn)
         claimed = self._claim_throttled(agents)
@@ -131,7 +152,8 @@ class Claimer:
         used = self._used(agents)
         if claimed or not {e.local for e in used.values()} <= free.keys():
             free = self._free_pools(used.values())
-        slots = {name: ("local" if e.local else "remote", min(free[e.local], self.config.max_batch))
+        slots = {name: ("local" if e.local else "remote",
+                        min(free[e.local] + (extra if e.local and free[e.local] > 0 else 0), self.config.max_batch))
                  for name, e in used.items()}
         pools = dict(slots.values())
         if sum(pools.values()) <= 0:
@@ -151,9 +173,48 @@ class Claimer:
         self._ran_dry = any(taken[pool] < free for pool, free in pools.items())
         self.counters.add("claims", len(claims))
         observe_claim_latency(claims)
-        self._launch(claims, agents)
+        local_free = free.get(True, 0)
+        now, later = [], []
+        for c in claims:
+            executor = self.executors.get(agents[c.task.agent].executor)
+            local = executor is not None and executor.local
+            if local and local_free <= 0:
+                later.append(c)
+            else:
+                now.append(c)
+                local_free -= local
+        self._launch(now, agents)
+        if later:
+            self.ahead.wait(later)
+            self._start_ahead()
         self._skip_unknown(agents)
         return claimed + len(claims)
+
+    def _start_ahead(self) -> int:
+        """Starts tasks claimed ahead while local slots are free (looking again after each batch:
+        runs that end within their start free their slots at once); returns how many started."""
+        started = 0
+        while len(self.ahead) and not self.paused:
+            free = self._free_pools([e for e in self.executors.values() if e.local]).get(True, 0)
+            claims = self.ahead.take(free)
+            if not claims:
+                break
+            self._launch(claims, self._agents)
+            started += len(claims)
+        return started
+
+    def hand_back_ahead(self) -> int:
+        """Gives every task claimed ahead back to the queue (the worker pauses or stops)."""
+        return self._give_back_all(self.ahead.take_all())
+
+    def _give_back_all(self, claims: list, *, reason: str | None = None) -> int:
+        handed = 0
+        for claim in claims:
+            try:
+                handed += self._give_back(claim, reason=reason)
+            except Exception as exc:  # the sweeper takes it back once its lease expires
+                logs.problem("hand back", exc, attempt=claim.attempt_id, worker=self.worker_id)
+        return handed
 
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
@@ -195,15 +256,20 @@ class Claimer:
 
     def _launch(self, claims: list, agents: dict[str, Agent]) -> None:
         """Starts each claimed attempt on its agent's executor (or hands it back while pausing)."""
+        started = []
         for claim in claims:
-            agent = agents[claim.task.agent]
+            agent = agents.get(claim.task.agent)
+            if agent is None:  # claimed ahead, and the agent is gone from the configuration since
+                self._give_back(claim, reason="the agent is no longer configured")
+                continue
             logs.change("task", "claimed", task=claim.task.id, attempt=claim.attempt_id, agent=agent.name,
                         priority=claim.task.priority, attempt_no=claim.attempt_no, worker=self.worker_id)
             executor = self.executors.get(agent.executor)
             if self.paused or executor is None:
-                self._give_back(claim)
+                self._give_back(claim, reason=None if self.paused else "this worker has no such executor")
                 continue
-            self.table.launch(claim, agent, executor)
+            started.append(self.table.launch(claim, agent, executor))
+        self.ahead.started(started)
 
     def _skip_unknown(self, agents: dict[str, Agent]) -> None:
         """Logs, once per agent, the agents whose executor this worker lacks."""
@@ -234,13 +300,15 @@ class Claimer:
             logs.change("agent", "skipped", agent=agent, executor=executor,
                         reason="this worker has no such executor", worker=self.worker_id)
 
-    def _give_back(self, claim) -> None:
-        """Hands a task claimed while pausing straight back to the queue."""
+    def _give_back(self, claim, *, reason: str | None = None) -> bool:
+        """Hands a claimed task that will not start here straight back to the queue."""
         with self._held.connection() as conn:
-            if queue.hand_back(conn, claim.attempt_id):
-                self.counters.add("runs_handed_back")
-                logs.change("task", "handed_back", task=claim.task.id, attempt=claim.attempt_id,
-                            worker=self.worker_id)
+            if not queue.hand_back(conn, claim.attempt_id, reason=reason):
+                return False
+        self.counters.add("runs_handed_back")
+        logs.change("task", "handed_back", task=claim.task.id, attempt=claim.attempt_id,
+                    reason=reason or "the worker is stopping", worker=self.worker_id)
+        return True
 
     def gather_seconds(self) -> float:
         """How long to let wake-ups gather before the next round: none while the last round found
@@ -251,12 +319,15 @@ class Claimer:
         return self.config.gather_seconds
 
     def next_wait(self) -> float:
-        """How long to wait for a wake-up before looking again: the poll, the next backoff, or when
-        a throttled agent's admission reopens."""
+        """How long to wait for a wake-up before looking again: the poll, the next backoff, when a
+        throttled agent's admission reopens, or when a task claimed ahead has waited too long."""
         wait = self._next_wait()
         reopens_at, self._throttle_reopens_at = self._throttle_reopens_at, None
         if reopens_at is not None:
             wait = min(wait, max(0.0, reopens_at - time.monotonic()) + 0.01)
+        expiry = self.ahead.next_expiry_in()
+        if expiry is not None:
+            wait = min(wait, expiry + 0.01)
         return wait
 
     def _next_wait(self) -> float:

@@ -162,7 +162,8 @@ class WorkerDaemon:
             compute_rate_usd_per_hour=self.settings.compute_rate_usd_per_hour), on_exit=beat_wake.set,
             counters=self._counters)
         claimer = Claimer(table, executors, ClaimerConfig(concurrency=self.concurrency,
-                                                          poll_seconds=self.settings.poll_seconds))
+                                                          poll_seconds=self.settings.poll_seconds,
+                                                          claim_ahead=self.settings.worker_claim_ahead))
         heartbeats = Heartbeats(table, on_settled=settled)
         sweeper = Sweeper(pool, self.worker_id, SweeperConfig(interval_seconds=self.settings.sweep_seconds),
                           counters=self._counters)
@@ -213,6 +214,7 @@ class WorkerDaemon:
             beat_wake.set()  # reports already written are applied now, not after their grace
             claim_stop.set()
             await asyncio.gather(tasks.pop("claimer"), return_exceptions=True)
+            await call(claimer.hand_back_ahead)  # tasks claimed ahead that never started
             await self._drain(table, drained)
             handed = await call(table.hand_back_all)
             logs.change("worker", "drained", worker=self.worker_id, handed_back=handed)

@@ -267,8 +267,9 @@ WITH failed AS (
 SELECT status::text FROM failed;
 
 -- name: task_hand_back_from_attempt
--- Graceful shutdown: the worker gives a task back at once, without spending its attempt budget
--- (task row first, then the attempt: the lock order every transition keeps).
+-- Graceful shutdown, or a task claimed ahead that found no slot: the worker gives a task back at
+-- once, without spending its attempt budget (task row first, then the attempt: the lock order
+-- every transition keeps).
 WITH given AS (
     UPDATE tasks t SET status = 'enqueued', attempt_base = t.attempt_base + 1,
                        run_after = coalesce(%(now)s, now()), locked_by = NULL, lease_expires_at = NULL,
@@ -278,7 +279,7 @@ WITH given AS (
     RETURNING t.id
 )
 UPDATE task_attempts a SET status = 'handed_back', finished_at = coalesce(%(now)s, now()),
-                           error = 'worker shut down before the attempt finished'
+                           error = coalesce(%(reason)s::text, 'worker shut down before the attempt finished')
 FROM given g
 WHERE a.id = %(attempt_id)s AND a.status = 'processing'
 RETURNING g.id;
