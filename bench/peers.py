@@ -111,10 +111,12 @@ def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, **o
             "p50": statistics.median(waits), "p95": percentile(waits, 0.95)}
 
 
-def quire_env(dsn: str, data_dir: Path) -> dict[str, str]:
+def quire_env(dsn: str, data_dir: Path, claim_ahead: int | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUIRE_", "MLFLOW_"))}
     env.update(QUIRE_DATABASE_URL=dsn, QUIRE_DATA_DIR=str(data_dir), QUIRE_CONFIG=str(data_dir / "quire.toml"),
                QUIRE_RECONCILE_SECONDS="3600", PYTHONUNBUFFERED="1")
+    if claim_ahead is not None:
+        env["QUIRE_WORKER_CLAIM_AHEAD"] = str(claim_ahead)
     return env
 
 
@@ -124,7 +126,7 @@ def scalar(conn, sql: str, params=None):
 
 
 def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: bool,
-                top_statements: int = 0) -> dict:
+                top_statements: int = 0, claim_ahead: int | None = None) -> dict:
     dsn = fresh_database(server, "peer_quire")
     data_dir = Path(tempfile.mkdtemp(prefix="quire-peers-"))
     with db.connect(dsn) as conn:
@@ -145,7 +147,7 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
             conn.execute("SELECT pg_stat_statements_reset()")
     log = open(data_dir / "worker.log", "w")
     worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
-                               str(concurrency)], env=quire_env(dsn, data_dir), stdout=log, stderr=log)
+                               str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead), stdout=log, stderr=log)
     try:
         with db.connect(dsn) as conn:
             # Whether any task is left, from the partial indexes of waiting and running tasks: a
@@ -191,7 +193,9 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
         worker.terminate()
         worker.wait(timeout=60)
         log.close()
-    return {"label": f"quire worker (noop, concurrency {concurrency})", "enqueue": enqueue,
+    label = f"quire worker (noop, concurrency {concurrency}" + (
+        f", claim ahead {claim_ahead})" if claim_ahead is not None else ")")
+    return {"label": label, "enqueue": enqueue,
             "single": single, "drain": tasks / seconds, "p50": statistics.median(waits),
             "p95": percentile(waits, 0.95), "per_task": per_task}
 
@@ -214,6 +218,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="pgqueuer batch 10 only")
     parser.add_argument("--quire-only", action="store_true", help="no peers: Quire's figures alone")
     parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
+    parser.add_argument("--claim-ahead", type=int, default=None,
+                        help="QUIRE_WORKER_CLAIM_AHEAD for the worker (default: the worker's own)")
     args = parser.parse_args()
     server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
     if not server:
@@ -232,7 +238,8 @@ def main() -> int:
                                    args.tasks, args.trickle, batch=10, limit=args.concurrency) | {"capped": True})
             rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
                                    args.trickle, concurrency=10))
-        rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top))
+        rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top,
+                                args.claim_ahead))
         base = rows[0]  # the first row the ratios are against (Quire itself with --quire-only)
         print(f"{'queue':<42} {'drain/s':>9} {'ratio':>6} {'enqueue/s':>10} {'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
         for r in rows:
