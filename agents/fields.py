@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,6 +58,8 @@ class Usage:
     unpriced: bool = False   # tokens were spent with no configured price
     rate_limited: int = 0                     # HTTP 429s the model endpoint answered
     retry_after_seconds: float | None = None  # the longest Retry-After it asked for
+    rate_limited_at: float | None = None      # when the first of them came (Unix seconds)
+    rate_limit_tpm: int | None = None         # the tokens a minute the endpoint said it allows, if it did
 
     def add(self, input_tokens: int, output_tokens: int, cost: tuple[float, float] | None) -> None:
         """Adds one call's tokens and its (input, output) cost, or None when it has no price."""
@@ -72,11 +75,16 @@ class Usage:
         """The cost to report: None when some usage had no price (unpriced, never $0)."""
         return None if self.unpriced else round(self.llm_cost_usd, 8)
 
-    def note_rate_limited(self, retry_after: float | None) -> None:
-        """Counts a 429, so the orchestrator can slow this agent down."""
+    def note_rate_limited(self, retry_after: float | None, limit_tpm: int | None = None) -> None:
+        """Counts a 429, so the orchestrator can slow this agent down: when the first came (the
+        minute before it shows what the endpoint let through) and the limit it stated, if any."""
         self.rate_limited += 1
+        if self.rate_limited_at is None:
+            self.rate_limited_at = round(time.time(), 3)
         if retry_after is not None:
             self.retry_after_seconds = max(self.retry_after_seconds or 0.0, retry_after)
+        if limit_tpm is not None:
+            self.rate_limit_tpm = limit_tpm
 
 
 @dataclass

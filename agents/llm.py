@@ -126,7 +126,7 @@ class ChatClient:
             delay = _retry_after(response) if response is not None else None
             if response is not None and response.status_code == 429:
                 if usage is not None:
-                    usage.note_rate_limited(delay)
+                    usage.note_rate_limited(delay, _limit_tokens(response))
                 # Waits a little past the Retry-After, spread out, so the calls that were refused
                 # together do not all come back in the same instant.
                 wait = (delay if delay is not None else 1.0) * (1.0 + 0.1 * random.random())
@@ -181,6 +181,16 @@ def _retry_after(response: httpx.Response) -> float | None:
         return min(max(float(raw), 0.0), _MAX_RETRY_AFTER) if raw else None
     except ValueError:
         return None
+
+
+def _limit_tokens(response: httpx.Response) -> int | None:
+    """The tokens a minute the endpoint says it allows (OpenAI's x-ratelimit-limit-tokens), if it says."""
+    raw = response.headers.get("x-ratelimit-limit-tokens")
+    try:
+        value = int(raw) if raw else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value <= 10**12 else None
 
 
 def parse_json_object(content: str) -> dict:

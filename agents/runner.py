@@ -56,7 +56,9 @@ def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
         "run_id": None,
         "trace_id": trace_id,
         # Rate limits the model endpoint answered: the orchestrator backs this agent off.
-        **({"rate_limited": usage.rate_limited, "retry_after_seconds": usage.retry_after_seconds}
+        **({"rate_limited": usage.rate_limited, "retry_after_seconds": usage.retry_after_seconds,
+            "rate_limited_at": usage.rate_limited_at,
+            **({"rate_limit_tpm": usage.rate_limit_tpm} if usage.rate_limit_tpm else {})}
            if usage.rate_limited else {}),
     }
 

@@ -15,7 +15,7 @@ from schema.models import assemble
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
           "llm_cost_usd", "compute_cost_usd", "run_id", "trace_id", "pages", "rate_limited",
-          "retry_after_seconds"}
+          "retry_after_seconds", "rate_limited_at", "rate_limit_tpm"}
 MAX_ERROR_CHARS = 4000
 # Bounds of the contract, each well inside its column: a report beyond them is malformed (422).
 MAX_TOKENS = 10**12          # per attempt; input_tokens and output_tokens are bigint
@@ -46,6 +46,8 @@ class Report:
     pages: int | None
     rate_limited: int = 0                      # HTTP 429s the model endpoint answered this attempt
     retry_after_seconds: float | None = None   # the longest Retry-After among them
+    rate_limited_at: float | None = None       # when the first came, in Unix seconds
+    rate_limit_tpm: int | None = None          # the tokens a minute the endpoint said it allows
 
     @property
     def unpriced(self) -> bool:
@@ -74,6 +76,21 @@ def _money(payload: Mapping[str, Any], key: str) -> float | None:
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
             or not 0 <= value <= MAX_USD):
         raise InvalidPayload(f"{key} must be a number from 0 to {MAX_USD:,}, not {str(value)[:40]}")
+    return float(value)
+
+
+# Unix seconds from 2000 to 2200: a time an agent's clock could give (a millisecond or a
+# nanosecond count would be out of range).
+MIN_UNIX_SECONDS, MAX_UNIX_SECONDS = 946_684_800, 7_258_118_400
+
+
+def _unix_time(payload: Mapping[str, Any], key: str) -> float | None:
+    value = payload.get(key)
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not MIN_UNIX_SECONDS <= value <= MAX_UNIX_SECONDS):
+        raise InvalidPayload(f"{key} must be a time in Unix seconds (2000 to 2200), not {str(value)[:40]}")
     return float(value)
 
 
@@ -222,4 +239,6 @@ def parse_callback(payload: Any) -> Report:
         "run_id": _text(payload, "run_id"), "trace_id": _text(payload, "trace_id"),
         "pages": _count(payload, "pages", MAX_PAGES),
         "rate_limited": _count(payload, "rate_limited", MAX_TOKENS) or 0,
-        "retry_after_seconds": _money(payload, "retry_after_seconds")})
+        "retry_after_seconds": _money(payload, "retry_after_seconds"),
+        "rate_limited_at": _unix_time(payload, "rate_limited_at"),
+        "rate_limit_tpm": _count(payload, "rate_limit_tpm", MAX_TOKENS) or None})

@@ -7,7 +7,7 @@ connection that is not inside a transaction, and returns dataclasses from schema
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 import psycopg
@@ -489,22 +489,25 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
 
 
 # Adaptive throttle (AIMD): a rate limit cuts the agent's effective TPM and concurrency to 70% of
-# the rate it sent at (the tokens the endpoint served in the minute before, its quota near enough),
-# and admission waits out the Retry-After. Each attempt that ran without one gives back 5% of the
-# configured TPM and one slot, up to 95% of the rate that met the limit; after five quiet minutes,
-# up to the configured limits.
+# the endpoint's quota as best known (the limit it stated, else the tokens it served the agent in
+# the minute before the first 429), and admission waits out the Retry-After. Each attempt that ran
+# without one gives back 5% of the configured TPM and one slot, up to 95% of that quota; after ten
+# quiet minutes that cap rises by 5% of the configured TPM a minute, up to the configured limits.
 THROTTLE_FACTOR = 0.7
 THROTTLE_FLOOR_TPM = 1000
 THROTTLE_STEP = 0.05
 THROTTLE_CEILING_SHARE = 0.95
-THROTTLE_QUIET_SECONDS = 300
+THROTTLE_QUIET_SECONDS = 600
 
 
 def throttle_back_off(conn: psycopg.Connection, agent: str, attempt_id: int, *, count: int,
-                      retry_after: float | None, now: datetime | None = None) -> dict[str, Any] | None:
-    """Records rate limits an attempt met; cuts the agent's effective limits once per round."""
+                      retry_after: float | None, limited_at: datetime | None = None,
+                      stated_tpm: int | None = None, now: datetime | None = None) -> dict[str, Any] | None:
+    """Records rate limits an attempt met (the first at `limited_at`, the endpoint stating
+    `stated_tpm` as its limit, when known); cuts the agent's effective limits once per round."""
     return _row(conn, "agent_throttle_back_off", {
         "agent": agent, "attempt_id": attempt_id, "count": count, "retry_after": retry_after or 0,
+        "limited_at": limited_at, "stated_tpm": stated_tpm,
         "factor": THROTTLE_FACTOR, "floor_tpm": THROTTLE_FLOOR_TPM, "now": now})
 
 
@@ -521,8 +524,11 @@ def throttle_recover(conn: psycopg.Connection, successes: Mapping[str, int], *,
 def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_id: int,
                     report: payloads.Report, now: datetime | None) -> None:
     if report.rate_limited:
+        limited_at = (datetime.fromtimestamp(report.rate_limited_at, timezone.utc)
+                      if report.rate_limited_at is not None else None)
         throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
-                          retry_after=report.retry_after_seconds, now=now)
+                          retry_after=report.retry_after_seconds, limited_at=limited_at,
+                          stated_tpm=report.rate_limit_tpm, now=now)
     elif report.status == "completed" and (report.input_tokens or report.output_tokens):
         throttle_recover(conn, {task["agent"]: 1}, now=now)
 

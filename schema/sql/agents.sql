@@ -65,23 +65,36 @@ RETURNING name;
 
 -- name: agent_throttle_back_off
 -- The model endpoint rate-limited an attempt (HTTP 429): cut the agent's effective TPM and
--- concurrency to a share (seven tenths) of what it ran at (configured, adaptive, or observed), remember
--- the tokens that reached the endpoint in the last minute (its quota, near enough), and admit nothing until its
--- Retry-After. Reports of attempts started before the
--- last back-off only count: one cut per round of work, as AIMD takes one per round trip.
-WITH observed AS (
+-- concurrency to a share (seven tenths) of the endpoint's quota as best known, remember that quota,
+-- and admit nothing until its Retry-After. The quota is the limit the endpoint stated
+-- (%(stated_tpm)s), else what it served the agent in the minute before the first 429
+-- (%(limited_at)s, kept between the attempt's start and now; unknown: the minute before now): the
+-- tokens of the attempts that reported in that minute (and the second after, while the attempts
+-- served just before the 429 settle), never more than the agent's limit. Reports of attempts
+-- started before the last back-off only count: one cut per round of work, as AIMD takes one per
+-- round trip.
+WITH anchor AS (
+    SELECT least(coalesce(%(now)s, now()),
+                 greatest(coalesce(%(limited_at)s, coalesce(%(now)s, now())), a.started_at)) AS at,
+           a.started_at AS attempt_started_at
+    FROM task_attempts a WHERE a.id = %(attempt_id)s
+), observed AS (
     SELECT (SELECT count(*) FROM tasks WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
-           -- Tokens the endpoint actually served in the last minute (reported, not reserved).
+           -- Tokens the endpoint actually served in that minute (reported, not reserved).
            (SELECT coalesce(sum(input_tokens + output_tokens), 0)
               FROM task_attempts
              WHERE agent = %(agent)s
-               AND started_at > coalesce(%(now)s, now()) - interval '1 day'  -- reads the window index
-               AND usage_recorded_at > coalesce(%(now)s, now()) - interval '60 seconds') AS window_tokens,
-           (SELECT started_at FROM task_attempts WHERE id = %(attempt_id)s) AS attempt_started_at
+               AND started_at > n.at - interval '1 day'  -- reads the window index
+               AND usage_recorded_at > n.at - interval '60 seconds'
+               AND usage_recorded_at <= n.at + interval '1 second') AS window_tokens,
+           n.attempt_started_at
+    FROM anchor n
 ), ran AS (
     SELECT a.name,
-           -- The rate it sent at: its limit, or what it used in the last minute if that was less.
-           least(coalesce(a.effective_tpm, a.max_tpm), greatest(o.window_tokens, %(floor_tpm)s)) AS tpm,
+           -- The quota: as stated, else the rate it sent at (its limit, or what the endpoint served
+           -- it in the minute if that was less).
+           least(coalesce(a.effective_tpm, a.max_tpm),
+                 coalesce(%(stated_tpm)s::bigint, greatest(o.window_tokens, %(floor_tpm)s))) AS tpm,
            coalesce(a.effective_concurrency, a.max_concurrent_tasks, greatest(o.in_flight, 1)) AS concurrency,
            o.window_tokens,
            a.last_rate_limited_at IS NULL OR o.attempt_started_at >= a.last_rate_limited_at AS cut
@@ -89,11 +102,10 @@ WITH observed AS (
     WHERE a.name = %(agent)s
 )
 UPDATE agents a SET
-    effective_tpm = CASE WHEN r.cut THEN greatest(%(floor_tpm)s, floor(r.tpm * %(factor)s))::bigint
+    effective_tpm = CASE WHEN r.cut THEN greatest(%(floor_tpm)s, floor(r.tpm * %(factor)s::numeric))::bigint
                          ELSE a.effective_tpm END,
-    effective_concurrency = CASE WHEN r.cut THEN greatest(1, floor(r.concurrency * %(factor)s))::integer
+    effective_concurrency = CASE WHEN r.cut THEN greatest(1, floor(r.concurrency * %(factor)s::numeric))::integer
                                  ELSE a.effective_concurrency END,
-    -- What reached the endpoint in the minute it refused is the best guess at its quota.
     throttle_ceiling_tpm = CASE WHEN r.cut THEN r.tpm ELSE a.throttle_ceiling_tpm END,
     last_rate_limited_at = CASE WHEN r.cut THEN coalesce(%(now)s, now()) ELSE a.last_rate_limited_at END,
     throttled_until = greatest(a.throttled_until,
@@ -105,8 +117,11 @@ RETURNING a.effective_tpm, a.effective_concurrency, r.cut;
 
 -- name: agent_throttle_recover_list
 -- Attempts of backed-off agents ran without a rate limit: raise each agent's effective TPM and
--- concurrency additively (per attempt), up to a share (nineteen twentieths) of the TPM that met the last limit; after a
--- quiet spell, back up to the configured limits, where the adaptive limits end (NULL).
+-- concurrency additively (per attempt), up to a share (nineteen twentieths) of the quota learned at
+-- the last limit. After a quiet spell that cap rises by one step (%(step)s of the configured TPM)
+-- a minute, probing for a quota raised meanwhile, up to the configured limits, where the adaptive
+-- limits end (NULL); a jump straight back to the configured TPM met the same limit again at once.
+-- An agent with no configured TPM goes back to none after the quiet spell.
 WITH ok AS (
     SELECT agent, sum(n)::integer AS n
     FROM unnest(%(agents)s::text[], %(counts)s::integer[]) AS u(agent, n)
@@ -115,7 +130,12 @@ WITH ok AS (
     SELECT a.name, ok.n,
            CASE WHEN a.last_rate_limited_at > coalesce(%(now)s, now()) - make_interval(secs => %(quiet_seconds)s)
                 THEN least(coalesce(a.max_tpm, a.throttle_ceiling_tpm), floor(%(ceiling_share)s * a.throttle_ceiling_tpm))
-                ELSE a.max_tpm END AS tpm_cap,
+                WHEN a.max_tpm IS NULL OR a.throttle_ceiling_tpm IS NULL THEN a.max_tpm
+                ELSE least(a.max_tpm, floor(%(ceiling_share)s * a.throttle_ceiling_tpm
+                                            + %(step)s * a.max_tpm * (1 + floor(extract(epoch FROM
+                                                coalesce(%(now)s, now()) - a.last_rate_limited_at
+                                                - make_interval(secs => %(quiet_seconds)s)) / 60))))
+           END AS tpm_cap,
            greatest(100, ceil(%(step)s * coalesce(a.max_tpm, a.throttle_ceiling_tpm, 0))) AS tpm_step
     FROM agents a JOIN ok ON ok.agent = a.name
     WHERE a.effective_tpm IS NOT NULL OR a.effective_concurrency IS NOT NULL

@@ -30,9 +30,10 @@ def test_a_report_is_the_constructors_report():
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.status = "failed"
     failed = parse_callback({"status": "failed", "error": "e" * 5000, "retryable": True,
-                             "rate_limited": 3, "retry_after_seconds": 2})
-    assert (failed.error, failed.retryable, failed.rate_limited, failed.retry_after_seconds) == (
-        "e" * 4000, True, 3, 2.0)
+                             "rate_limited": 3, "retry_after_seconds": 2, "rate_limited_at": 1_800_000_000,
+                             "rate_limit_tpm": 20_000})
+    assert (failed.error, failed.retryable, failed.rate_limited, failed.retry_after_seconds,
+            failed.rate_limited_at, failed.rate_limit_tpm) == ("e" * 4000, True, 3, 2.0, 1.8e9, 20_000)
 
 
 @pytest.mark.parametrize("body, message", [
@@ -49,6 +50,11 @@ def test_a_report_is_the_constructors_report():
     ({**OK, "pages": True}, "pages must be an integer from 0 to 1,000,000, not True"),
     ({**OK, "compute_cost_usd": -1}, "compute_cost_usd must be a number from 0 to 10,000,000, not -1"),
     ({**OK, "run_id": 3}, "run_id must be a string, not int"),
+    ({**OK, "rate_limited_at": 1_800_000_000_000}, "rate_limited_at must be a time in Unix seconds "
+                                                   "(2000 to 2200), not 1800000000000"),
+    ({**OK, "rate_limited_at": "2027-01-01"}, "rate_limited_at must be a time in Unix seconds "
+                                              "(2000 to 2200), not 2027-01-01"),
+    ({**OK, "rate_limit_tpm": -5}, "rate_limit_tpm must be an integer from 0 to 1,000,000,000,000, not -5"),
     ({**OK, "input_tokens": -1, "llm_cost_usd": -1},
      "input_tokens must be an integer from 0 to 1,000,000,000,000, not -1"),
     ({**OK, "llm_cost_usd": float("nan")}, "body.llm_cost_usd is nan: JSON numbers must be finite"),

@@ -23,6 +23,11 @@ def run_one(conn, *, pages: int, tokens: int, now: datetime, **more):
     return task, claim
 
 
+def ceiling(conn) -> int:
+    """The quota the agent's last cut remembered."""
+    return conn.execute("SELECT throttle_ceiling_tpm FROM agents WHERE name = 'docs'").fetchone()["throttle_ceiling_tpm"]
+
+
 def reserved(conn, claim) -> int:
     return queue.get_attempt(conn, claim.attempt_id).estimated_tokens
 
@@ -84,11 +89,49 @@ def test_rate_limits_back_off_once_per_round_and_recover_additively(conn, db_dsn
     agent = queue.get_agent(conn, "docs")
     assert agent.effective_tpm == round(0.95 * 14_000)
     assert agent.effective_concurrency is None  # back to the configured 8
-    # After five quiet minutes it climbs back to the configured limit, and the adaptive one ends.
-    for n in range(40):
-        run_one(conn, pages=1, tokens=1000, now=clock + timedelta(minutes=6, seconds=10 * n))
+    # Within ten quiet minutes of the last limit (at T0 + 41 s) it stays there, however much runs.
+    for n in range(6):
+        run_one(conn, pages=1, tokens=1000, now=T0 + timedelta(minutes=9, seconds=10 * n))
+    assert queue.get_agent(conn, "docs").effective_tpm == 13_300
+    # Then the cap rises by one step (5% of 40,000) a minute, probing for more: never a jump back
+    # to the configured 40,000, which had met the limit at once.
+    for n in range(3):
+        run_one(conn, pages=1, tokens=1000, now=T0 + timedelta(minutes=11, seconds=10 * n))
+    assert queue.get_agent(conn, "docs").effective_tpm == 13_300 + 2_000
+    for n in range(3):
+        run_one(conn, pages=1, tokens=1000, now=T0 + timedelta(minutes=14, seconds=10 * n))
+    assert queue.get_agent(conn, "docs").effective_tpm == 13_300 + 4 * 2_000
+    # Long quiet, it is back at the configured limit, and the adaptive one ends.
+    for n in range(12):
+        run_one(conn, pages=1, tokens=1000, now=T0 + timedelta(minutes=26, seconds=10 * n))
     agent = queue.get_agent(conn, "docs")
     assert agent.effective_tpm is None and agent.tpm_limit == 40_000
+
+
+def test_a_cut_reads_what_the_endpoint_served_in_the_minute_before_the_first_429(conn):
+    """The attempt that met the 429 reports long after it (it waited out the Retry-After within
+    itself): the minute before its report shows little of what the endpoint let through."""
+    make_agent(conn, max_tpm=40_000)
+    limited_at = T0 + timedelta(seconds=20)
+    for n in range(7):  # 21,000 tokens served in the twenty seconds before the 429
+        run_one(conn, pages=1, tokens=3000, now=T0 + timedelta(seconds=2 * n))
+    # The refused attempt, started before the 429, reports 70 s after it: nothing else reported in
+    # the minute before its report.
+    queue.enqueue(conn, agent="docs", document_uri="/d/refused.pdf", pages=1, now=T0)
+    [refused] = queue.claim(conn, agent="docs", worker_id="w", now=T0 + timedelta(seconds=15))
+    queue.apply_callback(conn, refused.attempt_id,
+                         report(1000, 1, rate_limited=1, retry_after_seconds=40,
+                                rate_limited_at=limited_at.timestamp()),
+                         now=limited_at + timedelta(seconds=70))
+    assert ceiling(conn) == 21_000 and queue.get_agent(conn, "docs").effective_tpm == 14_700
+
+
+def test_a_cut_takes_the_limit_the_endpoint_stated(conn):
+    make_agent(conn, max_tpm=40_000)
+    run_one(conn, pages=1, tokens=3000, now=T0)
+    run_one(conn, pages=1, tokens=1000, now=T0 + timedelta(seconds=5), rate_limited=1,
+            rate_limited_at=(T0 + timedelta(seconds=4)).timestamp(), rate_limit_tpm=25_000)
+    assert ceiling(conn) == 25_000 and queue.get_agent(conn, "docs").effective_tpm == 17_500
 
 
 def test_reservations_follow_the_text_of_documents_whose_characters_are_known(conn):

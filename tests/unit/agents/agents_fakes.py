@@ -71,6 +71,7 @@ class FakeChatServer(_Server):
                  api_key: str | None = None):
         self.replies = list(replies)
         self.requests: list[dict] = []
+        self.requests_at: list[float] = []  # when each came (Unix seconds)
         self.auth_headers: list[str | None] = []
         self.api_key = api_key
         super().__init__(self._handle)
@@ -81,6 +82,7 @@ class FakeChatServer(_Server):
         request = json.loads(body)
         with self.lock:
             self.requests.append(request)
+            self.requests_at.append(time.time())
             self.auth_headers.append(handler.headers.get("Authorization"))
             reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
         if self.api_key and handler.headers.get("Authorization") != f"Bearer {self.api_key}":

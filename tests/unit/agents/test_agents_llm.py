@@ -1,6 +1,7 @@
 """The LLM extractor against a local OpenAI-compatible server: usage, repair, retries, chunks."""
 
 import json
+import time
 
 import pytest
 
@@ -121,6 +122,19 @@ def test_rate_limits_are_waited_out_within_the_attempt_and_counted(llm_env) -> N
         extraction, usage = _run()
     assert len(server.requests) == 6 and extraction.fields["total"].value == 1464.0
     assert usage.rate_limited == 5 and usage.retry_after_seconds == 0.05  # reported: AIMD learns
+    assert usage.rate_limit_tpm is None  # this endpoint states no limit
+
+
+def test_a_rate_limit_reports_when_it_first_came_and_the_limit_the_endpoint_states(llm_env) -> None:
+    limited = (429, {"error": {"message": "rate limit exceeded"}},
+               {"Retry-After": "0.05", "x-ratelimit-limit-tokens": "20000"})
+    before = time.time()
+    with FakeChatServer([limited, limited, (200, completion(json.dumps(INVOICE_ANSWER)))]) as server:
+        llm_env(server)
+        _, usage = _run()
+    assert usage.rate_limited == 2 and usage.rate_limit_tpm == 20_000
+    # The first 429's time, not the second's: the minute before it shows what the endpoint served.
+    assert before <= usage.rate_limited_at <= server.requests_at[1]
 
 
 def test_rate_limits_give_up_once_the_waiting_budget_is_spent(llm_env, monkeypatch) -> None:
