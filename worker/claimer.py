@@ -173,6 +173,7 @@ class Claimer:
         self._ran_dry = any(taken[pool] < free for pool, free in pools.items())
         self.counters.add("claims", len(claims))
         observe_claim_latency(claims)
+        self._log_claimed(claims)
         local_free = free.get(True, 0)
         now, later = [], []
         for c in claims:
@@ -235,6 +236,7 @@ class Claimer:
                 claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
             self.counters.add("claims", len(claims))
             observe_claim_latency(claims)
+            self._log_claimed(claims)
             if len(claims) < free:
                 cut_short.append(name)
             self._launch(claims, agents)
@@ -262,14 +264,18 @@ class Claimer:
             if agent is None:  # claimed ahead, and the agent is gone from the configuration since
                 self._give_back(claim, reason="the agent is no longer configured")
                 continue
-            logs.change("task", "claimed", task=claim.task.id, attempt=claim.attempt_id, agent=agent.name,
-                        priority=claim.task.priority, attempt_no=claim.attempt_no, worker=self.worker_id)
             executor = self.executors.get(agent.executor)
             if self.paused or executor is None:
                 self._give_back(claim, reason=None if self.paused else "this worker has no such executor")
                 continue
             started.append(self.table.launch(claim, agent, executor))
         self.ahead.started(started)
+
+    def _log_claimed(self, claims: list) -> None:
+        """One log line for each claimed task, as it is claimed (before it starts or waits)."""
+        for claim in claims:
+            logs.change("task", "claimed", task=claim.task.id, attempt=claim.attempt_id, agent=claim.task.agent,
+                        priority=claim.task.priority, attempt_no=claim.attempt_no, worker=self.worker_id)
 
     def _skip_unknown(self, agents: dict[str, Agent]) -> None:
         """Logs, once per agent, the agents whose executor this worker lacks."""
