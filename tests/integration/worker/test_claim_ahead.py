@@ -44,6 +44,19 @@ def test_runs_that_end_within_their_start_let_the_next_claim_take_more_than_the_
     assert table.counters.snapshot()["runs_started"] == 20
 
 
+def test_a_worker_of_few_slots_claims_ahead_by_more_than_its_slots_from_round_to_round(pool, conn, tmp_path):
+    make_agent(conn, "bench", executor="noop")
+    for _ in range(100):
+        make_task(conn, "bench")
+    table, claimer, heartbeats = services(pool, tmp_path, concurrency=1, claim_ahead=2)
+    # Each round's runs all ended at once: the next claim takes one slot plus twice the runs that
+    # ended, counted up to sixteen however few the slots.
+    assert [claimer.run_once() for _ in range(6)] == [1, 1 + 2 * 1, 1 + 2 * 3, 1 + 2 * 7, 1 + 2 * 15, 1 + 2 * 16]
+    assert running(table) == 0 and len(claimer.ahead) == 0
+    heartbeats.run_once()
+    assert table.counters.snapshot()["runs_started"] == 1 + 3 + 7 + 15 + 31 + 33
+
+
 def test_tasks_claimed_ahead_wait_for_a_slot_and_never_run_beyond_the_slots(pool, conn, tmp_path):
     make_agent(conn, "bench", executor="noop")
     make_agent(conn, "slow", executor="noop", settings={"delay_seconds": 60})
