@@ -69,14 +69,20 @@ def _count(payload: Mapping[str, Any], key: str, high: int) -> int | None:
     return value
 
 
-def _money(payload: Mapping[str, Any], key: str) -> float | None:
+def _number(payload: Mapping[str, Any], key: str, low: float, high: float, what: str) -> float | None:
+    """The finite number from low to high at `key` as a float, None if absent; else InvalidPayload
+    saying it must be `what`."""
     value = payload.get(key)
     if value is None:
         return None
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or not 0 <= value <= MAX_USD):
-        raise InvalidPayload(f"{key} must be a number from 0 to {MAX_USD:,}, not {str(value)[:40]}")
+            or not low <= value <= high):
+        raise InvalidPayload(f"{key} must be {what}, not {str(value)[:40]}")
     return float(value)
+
+
+def _money(payload: Mapping[str, Any], key: str) -> float | None:
+    return _number(payload, key, 0, MAX_USD, f"a number from 0 to {MAX_USD:,}")
 
 
 # Unix seconds from 2000 to 2200: a time an agent's clock could give (a millisecond or a
@@ -85,13 +91,7 @@ MIN_UNIX_SECONDS, MAX_UNIX_SECONDS = 946_684_800, 7_258_118_400
 
 
 def _unix_time(payload: Mapping[str, Any], key: str) -> float | None:
-    value = payload.get(key)
-    if value is None:
-        return None
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or not MIN_UNIX_SECONDS <= value <= MAX_UNIX_SECONDS):
-        raise InvalidPayload(f"{key} must be a time in Unix seconds (2000 to 2200), not {str(value)[:40]}")
-    return float(value)
+    return _number(payload, key, MIN_UNIX_SECONDS, MAX_UNIX_SECONDS, "a time in Unix seconds (2000 to 2200)")
 
 
 def nesting_depth(body: bytes) -> int:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from schema.models import Claim
 from worker.runs import Run
+
+if TYPE_CHECKING:  # the claimer imports this module
+    from worker.claimer import ClaimerConfig
 
 
 @dataclass
@@ -42,12 +45,11 @@ class ClaimedAhead:
     `max_wait_seconds` without a slot goes back to the queue (its attempt not counted).
     """
 
-    def __init__(self, *, factor: int, max_wait_seconds: float, concurrency: int):
-        if factor < 0 or max_wait_seconds <= 0:
-            raise ValueError("claim_ahead must not be negative, ahead_wait_seconds must be positive")
-        self.factor = factor
-        self.max_wait_seconds = max_wait_seconds
-        self.concurrency = concurrency
+    def __init__(self, config: ClaimerConfig):
+        # The claimer's config, checked when made: claim_ahead not negative, the wait positive.
+        self.factor = config.claim_ahead
+        self.max_wait_seconds = config.ahead_wait_seconds
+        self.concurrency = config.concurrency
         self._waiting: deque[Waiting] = deque()
         self._started: list[Run] = []  # the local runs the last round started
 

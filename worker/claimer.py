@@ -82,8 +82,8 @@ class Claimer:
         self._throttle_reopens_at: float | None = None
         # The claim loop's own connection: its claim statement stays planned on one backend.
         self._held = db.HeldConnection(table.pool, timeout=table.config.db_timeout_seconds)
-        self.ahead = ClaimedAhead(factor=config.claim_ahead, max_wait_seconds=config.ahead_wait_seconds,
-                                  concurrency=config.concurrency)
+        self.ahead = ClaimedAhead(config)
+        self._local_executors = [e for e in executors.values() if e.local]  # the pool ahead claims wait for
 
     @property
     def worker_id(self) -> str:
@@ -196,7 +196,7 @@ class Claimer:
         runs that end within their start free their slots at once); returns how many started."""
         started = 0
         while len(self.ahead) and not self.paused:
-            free = self._free_pools([e for e in self.executors.values() if e.local]).get(True, 0)
+            free = self._free_pools(self._local_executors).get(True, 0)
             claims = self.ahead.take(free)
             if not claims:
                 break
