@@ -9,6 +9,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import quote
@@ -24,20 +25,36 @@ LOCAL_OPERATOR = "operator"
 TOKEN_FILE = "operator_token"
 
 
+class Role(IntEnum):
+    """What a caller may do; each role may do everything the ones below it may."""
+
+    VIEWER = 1    # reads every page and figure
+    REVIEWER = 2  # also checks, corrects, approves and rejects extracted documents
+    OPERATOR = 3  # also retries, cancels, releases held batches and changes budgets
+
+
 @dataclass(frozen=True)
 class Identity:
-    """A caller: a name when known, and whether it may retry and cancel."""
+    """A caller: a name when known, and the role that says what it may do."""
 
     name: str | None
-    operator: bool
+    role: Role
     via: str  # "databricks", "token", "session" or "anonymous"
 
     @property
     def authenticated(self) -> bool:
         return self.name is not None
 
+    @property
+    def operator(self) -> bool:
+        return self.role >= Role.OPERATOR
 
-ANONYMOUS = Identity(name=None, operator=False, via="anonymous")
+    @property
+    def reviewer(self) -> bool:
+        return self.role >= Role.REVIEWER
+
+
+ANONYMOUS = Identity(name=None, role=Role.VIEWER, via="anonymous")
 
 
 def behind_databricks_apps() -> bool:
@@ -87,13 +104,14 @@ class Authenticator:
             user = (headers.get("x-forwarded-email") or headers.get("x-forwarded-user") or "").strip()
             if not user:
                 return ANONYMOUS
-            return Identity(name=user, operator=user.lower() in self.operators, via="databricks")
+            role = Role.OPERATOR if user.lower() in self.operators else Role.VIEWER
+            return Identity(name=user, role=role, via="databricks")
         scheme, _, credential = (headers.get("authorization") or "").partition(" ")
         if scheme.lower() == "bearer" and self.check_token(credential.strip()):
-            return Identity(name=LOCAL_OPERATOR, operator=True, via="token")
+            return Identity(name=LOCAL_OPERATOR, role=Role.OPERATOR, via="token")
         name = self.read_session(cookies.get(SESSION_COOKIE))
         if name:
-            return Identity(name=name, operator=True, via="session")
+            return Identity(name=name, role=Role.OPERATOR, via="session")
         return ANONYMOUS
 
     def make_session(self, name: str = LOCAL_OPERATOR, *, now: float | None = None) -> str:

@@ -122,7 +122,7 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
         with ui.row().classes("items-center gap-2 text-white no-wrap"):
             ui.icon("account_circle", size="22px")
             ui.label(who.name or "").classes("text-sm quire-header-name").props('data-testid="identity"')
-            role = "operator" if who.operator else "viewer"
+            role = who.role.name.lower()
             # The local operator is named "operator": the badge would only repeat it.
             if who.name != role:
                 ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs") \
