@@ -6,13 +6,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from schema.models import Claim
+from worker.claim_config import ClaimerConfig
 from worker.runs import Run
-
-if TYPE_CHECKING:  # the claimer imports this module
-    from worker.claimer import ClaimerConfig
 
 
 @dataclass

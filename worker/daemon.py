@@ -19,7 +19,8 @@ from schema.settings import Settings
 from worker import logs
 from worker.agent_check import check_agents
 from worker.billing import BillingConfig, BillingReconciler
-from worker.claimer import Claimer, ClaimerConfig, wants_claim
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
 from worker.executors import DatabricksConfig, LocalConfig, build_executors

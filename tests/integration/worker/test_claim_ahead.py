@@ -8,7 +8,8 @@ import pytest
 from schema import queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
-from worker.claimer import Claimer, ClaimerConfig
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer
 from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig

@@ -10,7 +10,8 @@ import pytest
 
 from schema import queue
 from tests.factories import make_agent, make_task
-from worker.claimer import Claimer, ClaimerConfig
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer
 from worker.executors import LocalConfig, build_executors
 from worker.runs import RunTable, RunTableConfig
 

@@ -15,7 +15,8 @@ from schema import queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
 from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
-from worker.claimer import Claimer, ClaimerConfig
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer
 from worker.executors import LocalConfig, build_executors
 from worker.executors.forkserver import ForkServer, ForkServerGone
 from worker.executors.local import FORK_SERVER_FAILURES

@@ -16,7 +16,8 @@ from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_databricks import FakeDatabricks
 from tests.waiting import wait_until
 from tests.worker_helpers import serve_in_thread
-from worker.claimer import Claimer, ClaimerConfig
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig

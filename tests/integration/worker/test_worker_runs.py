@@ -13,7 +13,8 @@ from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
 from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
 from schema.stats import StreamEvent
-from worker.claimer import Claimer, ClaimerConfig, wants_claim
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer, wants_claim
 from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig

@@ -10,7 +10,8 @@ from bench.fake_llm import RateLimitedChat
 from schema import queue
 from tests.factories import make_agent, make_task
 from tests.worker_helpers import make_invoice_pdf, wait_until
-from worker.claimer import Claimer, ClaimerConfig
+from worker.claim_config import ClaimerConfig
+from worker.claimer import Claimer
 from worker.executors import LocalConfig, build_executors
 from worker.heartbeats import Heartbeats
 from worker.runs import RunTable, RunTableConfig
