@@ -5,16 +5,13 @@ from __future__ import annotations
 import random
 import textwrap
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from fpdf.fonts import FontFace
 
+from bench.corpus_invoice_spec import InvoiceSpec
 from bench.corpus_invoice_text import CLOSING, ON_RECEIPT, PAYMENT_SENTENCES
 from bench.corpus_names import COUNTRY_NAMES
 from bench.corpus_pdf import DocPDF
-
-if TYPE_CHECKING:
-    from bench.corpus_invoice import InvoiceSpec
 
 CURRENCY_WORD = {"en": "Currency", "it": "Valuta", "fr": "Devise", "de": "Währung"}
 LETTER_WORDING = {
