@@ -1,7 +1,12 @@
-"""Applies the numbered, forward-only migrations under an advisory lock; re-running is a no-op."""
+"""Applies the numbered, forward-only migrations under an advisory lock; re-running is a no-op.
+
+Each applied migration is recorded with the SHA-256 of its file: a file changed after it was
+applied stops the migration (and so start-up) with the file's name, since a database migrated
+before the change would silently differ from a new one. A change to the schema is a new file."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,10 +14,16 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import tuple_row
 
+from schema.errors import QuireError
+
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Any fixed 64-bit number, shared by every process that migrates this database.
 _LOCK_KEY = 0x5155495245_01
+
+
+class MigrationChanged(QuireError):
+    """An applied migration's file no longer matches what this database applied."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +31,10 @@ class Migration:
     version: int
     name: str
     path: Path
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
 
 def available() -> list[Migration]:
@@ -60,16 +75,37 @@ def migrate(conn: psycopg.Connection) -> list[int]:
                 " version integer PRIMARY KEY, name text NOT NULL,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
+            # Databases migrated before checksums were kept take the files as they are now.
+            conn.execute("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text")
+        _check_applied(conn)
         done = {m.version for m in available()} - {m.version for m in pending(conn)}
         for migration in available():
             if migration.version in done:
                 continue
             with conn.transaction():
                 conn.execute(migration.path.read_text())
-                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                             [migration.version, migration.name])
+                conn.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                             [migration.version, migration.name, migration.checksum])
             applied_now.append(migration.version)
     finally:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
     return applied_now
+
+
+def _check_applied(conn: psycopg.Connection) -> None:
+    """Stops at the first applied migration whose file changed; records the missing checksums."""
+    shipped = {m.version: m for m in available()}
+    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute("SELECT version, checksum FROM schema_migrations ORDER BY version")
+        for version, recorded in cur.fetchall():
+            migration = shipped.get(version)
+            if migration is None:  # applied by newer code: nothing here to compare it with
+                continue
+            if recorded is None:
+                cur.execute("UPDATE schema_migrations SET checksum = %s WHERE version = %s",
+                            [migration.checksum, version])
+            elif recorded != migration.checksum:
+                raise MigrationChanged(
+                    f"migration {migration.path.name} was changed after this database applied it: "
+                    "restore the file as it was and put the change in a new migration")
