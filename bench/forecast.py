@@ -32,6 +32,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import generate_document, kind_for  # noqa: E402
+from bench.pgserver import bench_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-forecast-token"
@@ -108,12 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=3)
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args(argv)
+    with bench_server(args.dsn) as pg:
+        return run(args, pg.dsn)
 
+
+def run(args: argparse.Namespace, server_dsn: str) -> int:
+    """Submits a warm-up batch, then a held batch: its forecast against what it took and cost."""
     from schema import db
     from schema.migrate import migrate
 
     work = Path(tempfile.mkdtemp(prefix="quire-bench-forecast-"))
-    server_dsn = args.dsn or db.start_embedded(work / "pg")
     name = f"quire_bench_forecast_{uuid.uuid4().hex[:8]}"
     with db.connect(server_dsn) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -181,8 +186,6 @@ def main(argv: list[str] | None = None) -> int:
         model.shutdown()
         with db.connect(server_dsn) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not args.dsn:
-            db.stop_embedded(work / "pg")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
 from schema import db, queue  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
 
@@ -200,16 +201,6 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
             "p95": percentile(waits, 0.95), "per_task": per_task}
 
 
-def start_server() -> tuple[str, Path]:
-    """An embedded PostgreSQL in a temporary directory, with pg_stat_statements loaded."""
-    tmp = Path(tempfile.mkdtemp(prefix="quire-peers-pg-"))
-    os.chmod(tmp, 0o755)
-    with db.connect(db.start_embedded(tmp)) as conn:
-        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-    db.stop_embedded(tmp)
-    return db.start_embedded(tmp), tmp
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=5000)
@@ -220,14 +211,14 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
     parser.add_argument("--claim-ahead", type=int, default=None,
                         help="QUIRE_WORKER_CLAIM_AHEAD for the worker (default: the worker's own)")
+    parser.add_argument("--dsn", help="the Postgres server to measure on (default: QUIRE_DATABASE_URL, else an "
+                        "embedded server started for the run)")
     args = parser.parse_args()
-    server, tmp = os.environ.get("QUIRE_DATABASE_URL"), None
-    if not server:
-        server, tmp = start_server()
-    try:
+    with bench_server(args.dsn, stat_statements=True) as pg:
+        server = pg.dsn
         with db.connect(server) as conn:
             version = scalar(conn, "SHOW server_version")
-            stats = "pg_stat_statements" in scalar(conn, "SHOW shared_preload_libraries")
+        stats = has_stat_statements(server)
         print(f"PostgreSQL {version}, {os.cpu_count()} cores, {args.tasks:,} no-op tasks\n", flush=True)
         rows = [] if args.quire_only else [
             bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
@@ -255,9 +246,6 @@ def main() -> int:
         capped = [r for r in rows if r.get("capped")]
         if capped:
             print(f"ratio to {capped[0]['label']}: {quire['label']} drain {quire['drain'] / capped[0]['drain']:.2f}x")
-    finally:
-        if tmp:
-            db.stop_embedded(tmp)
     return 0
 
 
