@@ -86,6 +86,15 @@ class Agent:
     effective_concurrency: int | None = None
     throttled_until: datetime | None = None
     rate_limited_total: int = 0
+    # Why claims stopped on what its runs showed (the endpoint refused it, or its claim failed);
+    # its tasks wait until its configuration changes or an operator clears it.
+    halt_reason: str | None = None
+    halted_at: datetime | None = None
+
+    @property
+    def cannot_run(self) -> str | None:
+        """Why nothing is claimed for this agent (misconfigured or halted), or None when it runs."""
+        return self.config_error or self.halt_reason
 
     @property
     def throttled(self) -> bool:

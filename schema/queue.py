@@ -341,6 +341,19 @@ def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, lim
         return _claims(_claim_admitted(conn, params, limit=limit, now=now))
 
 
+def halt_agent(conn: psycopg.Connection, agent: str, reason: str, *, now: datetime | None = None) -> bool:
+    """Stops claiming for an agent that cannot run; True if it was running until now."""
+    with _tx(conn):
+        return bool(_rows(conn, "agent_halt_if_running", {"agent": agent, "reason": reason, "now": now}))
+
+
+def clear_agent_halt(conn: psycopg.Connection, agent: str) -> bool:
+    """Lets a halted agent's tasks be claimed again; True if it was halted."""
+    _require_text(agent, "agent")
+    with _tx(conn):
+        return bool(_rows(conn, "agent_clear_halt", {"agent": agent}))
+
+
 def admission_reopens_in(conn: psycopg.Connection, agent: str, *, now: datetime | None = None) -> float | None:
     """Seconds until a throttled agent's admission may admit more with no run ending (Retry-After
     over, or tokens leaving the window); None when only a run's end can make room."""
@@ -464,7 +477,15 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
 
         if noted["previously_reported"] == report.status:
             return outcome(CallbackKind.DUPLICATE, status)
-        _adapt_throttle(conn, task, attempt_id, report, now)
+        if noted["previously_reported"] is None:
+            # What the endpoint taught counts once per attempt: a second report of another status
+            # (failed, then completed) or a replay of the first after it does not pause the agent again.
+            _adapt_throttle(conn, task, attempt_id, report, now)
+        if report.agent_cannot_run:
+            # The endpoint refused the agent itself: every task of it would fail alike, so its tasks
+            # wait (halted) instead of each spending its attempts on the same answer.
+            _rows(conn, "agent_halt_if_running", {"agent": task["agent"], "now": now,
+                                                  "reason": f"the model endpoint refused it: {report.error}"})
         common = {"task_id": task_id, "attempt_id": attempt_id, "now": now, "pages": report.pages}
         if status.terminal:
             if report.pages is not None:
@@ -483,7 +504,8 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             return outcome(CallbackKind.RECORDED, status)
         spent = task["attempt_count"] - task["attempt_base"]
         failed = _row(conn, "task_fail_from_current_attempt", {
-            **common, "requeue": report.retryable and spent < task["max_attempts"], "error": report.error,
+            **common, "requeue": report.retryable and not report.agent_cannot_run and spent < task["max_attempts"],
+            "error": report.error,
             "backoff_base": _Backoff.base_seconds, "backoff_cap": _Backoff.cap_seconds})
         return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
 
@@ -506,7 +528,8 @@ def throttle_back_off(conn: psycopg.Connection, agent: str, attempt_id: int, *, 
     """Records rate limits an attempt met (the first at `limited_at`, the endpoint stating
     `stated_tpm` as its limit, when known); cuts the agent's effective limits once per round."""
     return _row(conn, "agent_throttle_back_off", {
-        "agent": agent, "attempt_id": attempt_id, "count": count, "retry_after": retry_after or 0,
+        "agent": agent, "attempt_id": attempt_id, "count": count,
+        "retry_after": min(retry_after or 0, payloads.MAX_PAUSE_SECONDS),
         "limited_at": limited_at, "stated_tpm": stated_tpm,
         "factor": THROTTLE_FACTOR, "floor_tpm": THROTTLE_FLOOR_TPM, "now": now})
 
@@ -527,7 +550,7 @@ def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_i
         limited_at = (datetime.fromtimestamp(report.rate_limited_at, timezone.utc)
                       if report.rate_limited_at is not None else None)
         throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
-                          retry_after=report.retry_after_seconds, limited_at=limited_at,
+                          retry_after=report.pause_seconds, limited_at=limited_at,
                           stated_tpm=report.rate_limit_tpm, now=now)
     elif report.status == "completed" and (report.input_tokens or report.output_tokens):
         throttle_recover(conn, {task["agent"]: 1}, now=now)

@@ -56,12 +56,17 @@ WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held
   AND (t.priority > %(priority)s OR (t.priority = %(priority)s AND t.created_at < %(created_at)s));
 
 -- name: task_queue_facts_by_ids
--- What a queue position needs of each task: agent, priority, customer, status, hold and age.
+-- What a queue position needs of each task: agent, priority, customer, status, hold and age, and
+-- whether its agent can run now (misconfigured or halted: never; paused by a Retry-After: later).
 SELECT t.id, t.agent, t.priority, t.customer, t.status::text AS status, t.held, t.created_at, t.run_after,
        t.waiting_since, t.estimated_tokens, t.pages, t.batch_id,
        coalesce(t.customer, '') IN (SELECT customer FROM quire_customers_over_budget(coalesce(%(now)s, now())))
-           AS over_budget
-FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[]);
+           AS over_budget,
+       coalesce(a.config_error, a.halt_reason) AS agent_cannot_run,
+       CASE WHEN a.throttled_until > coalesce(%(now)s, now())
+            THEN extract(epoch FROM a.throttled_until - coalesce(%(now)s, now()))::float8 END AS agent_paused_seconds
+FROM tasks t JOIN agents a ON a.name = t.agent
+WHERE t.id = ANY(%(ids)s::bigint[]);
 
 -- name: agent_learned_rates_one
 -- What an agent's recent completed attempts teach: tokens against the static estimate, the output
