@@ -54,6 +54,11 @@ async def settle_forecast(pool: ConnectionPool, settings: Settings, batch_id: in
     return await _in_thread(pool, work)
 
 
+async def drop_batch_if_empty(pool: ConnectionPool, batch_id: int) -> bool:
+    """Removes an upload none of whose files became a task."""
+    return await _in_thread(pool, forecast.batch_delete_if_empty, batch_id)
+
+
 async def release_batch(pool: ConnectionPool, batch_id: int, *, actor: str) -> int:
     return await _in_thread(pool, forecast.batch_release, batch_id, actor=actor)
 

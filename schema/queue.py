@@ -18,7 +18,8 @@ from schema import payloads
 from schema.admission import Candidate, Load, admit
 from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProgress, UnknownAgent,
                            UnknownAttempt, UnknownTask)
-from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
+from schema.models import (MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
+                           CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
                            agent_from_row, attempt_from_row, claim_from_row, event_from_row,
                            task_from_row)
 from schema.sql import fetch_all as _rows
@@ -173,6 +174,8 @@ _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_nam
                   "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
                   "max_attempts", "parent_id", "batch_id", "held")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
+_LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name": MAX_DOCUMENT_NAME_CHARS,
+            "document_uri": MAX_URI_CHARS}
 
 
 def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
@@ -229,6 +232,9 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         for key in ("document_uri", "document_name", "customer"):
             if isinstance(task[key], str) and "\x00" in task[key]:
                 raise InvalidArgument(f"{key} must not contain NUL characters")
+        for key, longest in _LONGEST.items():
+            if isinstance(task[key], str) and len(task[key]) > longest:
+                raise InvalidArgument(f"{key} is at most {longest:,} characters long, not {len(task[key]):,}")
     except InvalidArgument as exc:
         raise InvalidArgument(f"task {n}: {exc}" if n else str(exc)) from None
     return task

@@ -170,6 +170,12 @@ SELECT (SELECT count(*) FROM released) AS batches, coalesce(array_agg(id), '{}')
 -- Publishes logged events to listeners (the same payload the task triggers send).
 SELECT quire_notify_events(%(event_ids)s::bigint[]);
 
+-- name: batch_delete_if_empty
+-- An upload none of whose files became a task (all refused, or the request failed) leaves no row.
+DELETE FROM batches b
+WHERE b.id = %(batch_id)s AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id)
+RETURNING b.id;
+
 -- name: batch_set_forecast
 -- The forecast of an upload once all its files are in.
 UPDATE batches SET forecast = %(forecast)s WHERE id = %(batch_id)s;
