@@ -35,6 +35,9 @@ DEFAULT_ESTIMATE_PAGES = 4
 # 3,300 characters) and the JSON answer.
 CHARS_PER_TOKEN = 3
 TEXT_TOKENS_OVERHEAD = 1500
+# The most one attempt reserves: what it may report (input and output tokens, each at the callback
+# contract's bound). quire_learned_tokens clamps the learned reservation to the same figure.
+MAX_RESERVED_TOKENS = 2 * payloads.MAX_TOKENS
 # How far past `limit` a throttled claim looks for tasks that fit the remaining budget.
 ADMISSION_SCAN_FACTOR = 10
 ADMISSION_SCAN_MIN = 100
@@ -162,12 +165,12 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
     plus 900. From the file size alone: one page per 50 kB, at least one. Nothing: four pages.
     """
     if document_chars:
-        return TEXT_TOKENS_OVERHEAD + math.ceil(document_chars / CHARS_PER_TOKEN)
+        return min(TEXT_TOKENS_OVERHEAD + math.ceil(document_chars / CHARS_PER_TOKEN), MAX_RESERVED_TOKENS)
     if pages is None and document_bytes is not None:
         pages = max(1, math.ceil(document_bytes / BYTES_PER_PAGE))
     if pages is None:
         pages = DEFAULT_ESTIMATE_PAGES
-    return TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1)
+    return min(TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1), MAX_RESERVED_TOKENS)
 
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
@@ -210,9 +213,10 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         _require_text(task.get("document_uri"), "document_uri")
         _require_int(task["priority"], "priority", low=0, high=9)
         _require_int(task["max_attempts"], "max_attempts", low=1)
-        for key in ("pages", "document_bytes"):
-            if task[key] is not None:
-                _require_int(task[key], key, low=0)
+        if task["pages"] is not None:
+            _require_int(task["pages"], "pages", low=0, high=payloads.MAX_PAGES)
+        if task["document_bytes"] is not None:
+            _require_int(task["document_bytes"], "document_bytes", low=0, high=2**63 - 1)
         if task["document_chars"] is not None:
             _require_int(task["document_chars"], "document_chars", low=1, high=2**31 - 1)
         if task["parent_id"] is not None:
@@ -226,7 +230,7 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         if task["estimated_tokens"] is None:
             task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"],
                                                        document_chars=task["document_chars"])
-        _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
+        _require_int(task["estimated_tokens"], "estimated_tokens", low=1, high=MAX_RESERVED_TOKENS)
         if task["document_sha256"] is not None and not payloads.is_sha256(task["document_sha256"]):
             raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
         for key in ("document_uri", "document_name", "customer"):
