@@ -7,7 +7,7 @@ from datetime import date, datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
 from psycopg_pool import ConnectionPool
-from pydantic import BaseModel, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, Field, StrictInt
 
 from app import foresight
 from app.api import limits
@@ -141,7 +141,7 @@ class BudgetOut(BaseModel):
 
 class BudgetIn(BaseModel):
     # Checked by the engine, which refuses true/false, text and fractions of a cent in plain words.
-    monthly_llm_budget_usd: StrictInt | StrictFloat | None = Field(
+    monthly_llm_budget_usd: limits.Dollars = Field(
         ..., description="dollars and whole cents per calendar month (UTC), from 0 to 1,000,000,000; null: none")
 
 

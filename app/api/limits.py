@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, StrictFloat, StrictInt
 
 from schema.models import MAX_NAME_CHARS
 
@@ -48,6 +48,16 @@ def _name(value: str) -> str:
     return value
 
 
+def _dollars(value: Any) -> Any:
+    """A budget must be a JSON number (or null): true is not $1, and "12" is not twelve dollars. Its
+    range and its cents are the engine's to check (schema.customers)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ValueError(f"The monthly LLM budget must be a number of dollars (or null for none), "
+                         f"not {str(value)[:40]!r}")
+    return value
+
+
 Priority = Annotated[int, BeforeValidator(_priority)]
+Dollars = Annotated[StrictInt | StrictFloat | None, BeforeValidator(_dollars)]
 TaskId = Annotated[int, BeforeValidator(_task_id)]
 Name = Annotated[str, AfterValidator(_name)]

@@ -6,7 +6,8 @@ import base64
 from pathlib import Path
 from typing import Literal
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Response, UploadFile
+from fastapi import (APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Request, Response,
+                     UploadFile)
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 
@@ -31,6 +32,7 @@ SUBMIT_SLICE = 25
                         207: {"description": "some files were accepted, some were not"},
                         422: {"description": "no file was accepted"}})
 async def submit_tasks(
+    request: Request,
     response: Response,
     files: list[UploadFile] = File(..., description="one or many PDF files"),
     agent: str | None = Form(None, description="the agent to run (default: QUIRE_DEFAULT_AGENT)"),
@@ -51,7 +53,9 @@ async def submit_tasks(
     agent = agent or settings.default_agent
     customer = (customer or "").strip() or None
     try:
-        priority = limits.parse_priority(priority)
+        # An empty field is no priority (FastAPI would take it for the default): read the form as sent.
+        sent = (await request.form()).get("priority")
+        priority = limits.parse_priority(sent if isinstance(sent, str) else priority)
         options = services.SubmitOptions(agent=agent, priority=priority, customer=customer,
                                          rerun_duplicates=duplicates == "rerun", held=hold)
         # A request Postgres could not store is refused whole, before any file is read or kept.
