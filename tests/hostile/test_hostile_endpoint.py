@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.errors import EndpointRefused
+from agents import errors
 from agents.fields import Usage
 from agents.llm import ChatClient, Endpoint
 from agents.runner import run
@@ -42,9 +42,10 @@ class _Span:
 def test_the_agent_reports_a_refusal_at_once_and_as_final(status, body, monkeypatch):
     with FakeChatServer([(status, body)]) as server:
         client = ChatClient(Endpoint(server.url, "no-such-model", dict))
-        with pytest.raises(EndpointRefused) as caught:
+        with pytest.raises(errors.AgentError) as caught:
             client.complete([{"role": "user", "content": "hi"}], _Tracer(), Usage())
         assert len(server.requests) == 1, "a refusal is not retried"
+    assert isinstance(caught.value, errors.EndpointRefused)
     assert str(status) in str(caught.value) and not caught.value.retryable
 
 
