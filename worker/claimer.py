@@ -62,6 +62,17 @@ def wants_claim(events: Iterable[StreamEvent]) -> bool:
     return False
 
 
+# SQLSTATE classes of an error a statement's data caused (a value out of range, a division by zero,
+# a violated constraint, an index row too large): the same data fails the same way next time.
+_DATA_ERROR_CLASSES = ("22", "23", "54")
+
+
+def _bad_data(exc: BaseException) -> bool:
+    """Whether a claim failed on the data it read, rather than on an outage or a transient conflict."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(_DATA_ERROR_CLASSES) and not db.is_outage(exc)
+
+
 class Claimer:
     """Claims tasks for every agent with a backlog, up to the worker's free capacity.
 
@@ -164,8 +175,8 @@ class Claimer:
             try:
                 claims = queue.claim_many(conn, worker_id=self.worker_id, slots=slots)
             except psycopg.DatabaseError as exc:
-                if db.is_outage(exc):
-                    raise
+                if not _bad_data(exc):
+                    raise  # an outage, a deadlock: the round is retried as before
                 # One agent's data broke the statement that claims for all of them: claim agent by
                 # agent, and halt the one whose own claim fails, so the others go on.
                 logs.problem("claim for every agent", exc, worker=self.worker_id)
@@ -215,7 +226,7 @@ class Claimer:
             try:
                 mine = queue.claim(conn, agent=name, worker_id=self.worker_id, limit=left[pool])
             except psycopg.DatabaseError as exc:
-                if db.is_outage(exc):
+                if not _bad_data(exc):
                     raise
                 self._halt(conn, name, exc)
                 continue
@@ -275,7 +286,7 @@ class Claimer:
                 try:
                     claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
                 except psycopg.DatabaseError as exc:
-                    if db.is_outage(exc):
+                    if not _bad_data(exc):
                         raise
                     self._halt(conn, name, exc)  # its data broke its admission: the others go on
                     continue

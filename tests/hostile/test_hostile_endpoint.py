@@ -12,7 +12,7 @@ from agents.llm import ChatClient, Endpoint
 from agents.runner import run
 from schema import queue
 from schema.models import TaskStatus
-from tests.e2e.app_harness import make_pdf, start_app
+from tests.e2e.app_harness import TOKEN, launch_browser, make_pdf, start_app
 from tests.factories import make_agent, make_task
 from tests.unit.agents.agents_fakes import FakeChatServer
 from tests.worker_helpers import make_invoice_pdf
@@ -127,3 +127,23 @@ def test_upload_forecast_and_positions_warn_when_the_agent_cannot_run(app_server
         assert http.post("/api/agents/stuck/clear-halt").status_code == 409
         (spot,) = http.post("/api/positions", json={"task_ids": [task_id]}).json()
         assert spot["eta_seconds"] is not None
+
+
+def test_the_dashboard_names_a_halted_agent_and_an_operator_clears_it(app_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    server, conn = app_server
+    queue.halt_agent(conn, "stuck", "the model endpoint refused it: HTTP 404 model not found")
+    with sync_playwright() as playwright:
+        browser = launch_browser(playwright)
+        try:
+            page = browser.new_page()
+            page.goto(f"{server.url}/login?token={TOKEN}&next=/dashboard")
+            banner = page.get_by_test_id("agent-halted-stuck")
+            expect(banner).to_contain_text("needs attention", timeout=20_000)
+            expect(banner).to_contain_text("404")
+            page.get_by_test_id("agent-clear-stuck").click()
+            expect(banner).to_have_count(0, timeout=20_000)
+        finally:
+            browser.close()
+    assert queue.get_agent(conn, "stuck").halt_reason is None
