@@ -172,9 +172,14 @@ def _one(results: list[services.ActionResult]) -> ActionOut:
 @router.post("/tasks/{task_id}/retry", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
 async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID),
-                     priority: int | None = Query(None, ge=0, le=9, description="run it at this priority (default: its own)"),
+                     priority: str | None = Query(None, description="0..9: run it at this priority (default: its own)"),
                      who: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task."""
+    if priority is not None:
+        try:
+            priority = limits.parse_priority(priority)
+        except ValueError as exc:
+            raise HTTPException(status_code=422, detail=str(exc)) from None
     return _one(await services.retry_tasks(pool, [task_id], actor=who.name, priority=priority))
 
 

@@ -130,3 +130,15 @@ def test_an_error_the_request_caused_is_no_outage(app_server, monkeypatch):
     away = asyncio.run(database_unavailable(request, psycopg.OperationalError("connection refused")))
     assert refused.status_code == 500 and "retry-after" not in refused.headers
     assert away.status_code == 503 and away.headers["retry-after"]
+
+
+@pytest.mark.parametrize("priority", ["5.0", "", "10", "x"])
+def test_retry_priorities_are_whole_numbers_from_0_to_9(app_server, priority):
+    server, conn = app_server
+    task = queue.enqueue(conn, agent="documents", document_uri="file:///r.pdf")
+    queue.cancel(conn, task.id, actor="ops")
+    with server.operator() as http:
+        response = http.post(f"/api/tasks/{task.id}/retry", params={"priority": priority})
+        assert response.status_code == 422, response.text
+        assert "The priority must be a whole number from 0 to 9" in response.text
+        assert http.post(f"/api/tasks/{task.id}/retry", params={"priority": "7"}).status_code == 200
