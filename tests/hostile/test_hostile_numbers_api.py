@@ -142,3 +142,30 @@ def test_retry_priorities_are_whole_numbers_from_0_to_9(app_server, priority):
         assert response.status_code == 422, response.text
         assert "The priority must be a whole number from 0 to 9" in response.text
         assert http.post(f"/api/tasks/{task.id}/retry", params={"priority": "7"}).status_code == 200
+
+
+def test_a_request_that_creates_no_task_leaves_no_batch(app_server):
+    server, conn = app_server
+    before = conn.execute("SELECT count(*) AS n FROM batches").fetchone()["n"]
+    with server.operator() as http:
+        response = http.post("/api/tasks", files=[("files", ("note.pdf", b"not a pdf at all", "application/pdf"))])
+    assert response.status_code == 422, response.text
+    assert conn.execute("SELECT count(*) AS n FROM batches").fetchone()["n"] == before
+
+
+def test_an_enqueue_the_database_refuses_leaves_no_stored_file(conn, tmp_path, monkeypatch):
+    """Whatever the database refuses after the files were stored, the files it would orphan go."""
+    from app import services
+    from schema.settings import Settings
+
+    queue.configure_agent(conn, "documents")
+    settings = Settings(data_dir=tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise psycopg.errors.ProgramLimitExceeded("index row size 5016 exceeds btree version 4 maximum 2704")
+
+    monkeypatch.setattr(queue, "enqueue_many", refuse)
+    upload = services.Upload("kept.pdf", make_pdf("kept or not"))
+    with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+        services.submit_documents(conn, settings, [upload], services.SubmitOptions(agent="documents"), "ops")
+    assert not [p for p in settings.files_path.rglob("*") if p.is_file()]
