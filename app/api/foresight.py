@@ -7,7 +7,7 @@ from datetime import date, datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
 from psycopg_pool import ConnectionPool
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field
 
 from app import foresight
 from app.api import limits
@@ -21,8 +21,8 @@ router = APIRouter(prefix="/api", tags=["foresight"])
 
 
 class FileIn(BaseModel):
-    pages: StrictInt | None = Field(None, ge=0, le=100_000)
-    size_bytes: StrictInt | None = Field(None, ge=0, le=limits.MAX_FILE_BYTES)
+    pages: limits.FilePages = None
+    size_bytes: limits.FileBytes = None
 
 
 class ForecastIn(BaseModel):

@@ -36,6 +36,15 @@ def _task_id(value: Any) -> int:
     return value
 
 
+def _whole(what: str, high: int):
+    """A validator of a whole number from 0 to `high`, saying `what` in its message."""
+    def check(value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high):
+            raise ValueError(f"{what} must be a whole number from 0 to {high:,}, not {str(value)[:30]!r}")
+        return value
+    return check
+
+
 def _name(value: str) -> str:
     if "\x00" in value:
         raise ValueError("Names must not contain a NUL character")
@@ -58,6 +67,9 @@ def _dollars(value: Any) -> Any:
 
 
 Priority = Annotated[int, BeforeValidator(_priority)]
+MAX_FILE_PAGES = 100_000
+FilePages = Annotated[int | None, BeforeValidator(_whole("A file's page count", MAX_FILE_PAGES))]
+FileBytes = Annotated[int | None, BeforeValidator(_whole("A file's size in bytes (10 GB at most)", MAX_FILE_BYTES))]
 Dollars = Annotated[StrictInt | StrictFloat | None, BeforeValidator(_dollars)]
 TaskId = Annotated[int, BeforeValidator(_task_id)]
 Name = Annotated[str, AfterValidator(_name)]

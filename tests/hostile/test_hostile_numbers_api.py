@@ -59,6 +59,8 @@ def test_forecast_bounds_sizes_names_and_priorities(app_server):
                     {"priority": True}, {"files": [{"pages": 2.0}]}):
             response = http.post("/api/forecast", json={**body, **bad})
             assert response.status_code == 422, (bad, response.text)
+        too_big = http.post("/api/forecast", json={**body, "files": [{"size_bytes": 10**15}]})
+        assert "A file's size in bytes (10 GB at most) must be a whole number from 0 to 10,000,000,000" in too_big.text
 
 
 def test_positions_bound_ids(app_server):
