@@ -81,7 +81,8 @@ def test_a_healthy_agent_drains_while_others_are_poisoned_every_way(pool, conn, 
                   [make_task(conn, "healthy_throttled") for _ in range(10)]
         poisoned = {name: [make_task(conn, name, estimated_tokens=None, pages=1) for _ in range(4)]
                     for name in ("overflow", "parked", "broken", "broken_throttled", "misconfigured")}
-        poisoned["refused"] = [make_task(conn, "refused", document_uri=invoice, pages=1) for _ in range(6)]
+        # More than the worker can claim before the first refusal is settled (two rounds of its 4 slots).
+        poisoned["refused"] = [make_task(conn, "refused", document_uri=invoice, pages=1) for _ in range(12)]
         # Documents whose learned reservation (2 * 10^8 tokens a page) is far past an integer.
         poisoned["greedy"] = [make_task(conn, "greedy", estimated_tokens=None, pages=p)
                               for p in (1, 1000, 1_000_000)]
