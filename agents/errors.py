@@ -24,3 +24,11 @@ class ConfigurationError(AgentError):
     """The agent was started without a setting it needs (endpoint, model, secret)."""
 
     retryable = True
+
+
+class EndpointRefused(ExtractionError):
+    """The model endpoint refused the agent itself (HTTP 401, 403, 404: bad key, no access, unknown
+    model): every document would get the same answer, so neither a retry nor another task helps."""
+
+    retryable = False
+    agent_cannot_run = True

@@ -12,13 +12,15 @@ from typing import Any, Callable
 
 import httpx
 
-from agents.errors import ConfigurationError, ExtractionError
+from agents.errors import ConfigurationError, EndpointRefused, ExtractionError
 from agents.prompt import estimate_json, estimate_messages
 from agents.tracing import cost_of, record_usage
 
 log = logging.getLogger(__name__)
 
 _RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+# Answers about the agent, not the document (bad key, no access, unknown model or path): final.
+_REFUSED_STATUSES = {401, 403, 404}
 _MAX_RETRIES = 3
 _MAX_RETRY_AFTER = 120.0
 # A 429 is the endpoint's quota speaking, not a fault: the call waits out each Retry-After within
@@ -121,6 +123,8 @@ class ChatClient:
                 return self._parse(response, messages)
             if response is not None:
                 last_error = f"HTTP {response.status_code}: {response.text[:500]}"
+                if response.status_code in _REFUSED_STATUSES:
+                    raise EndpointRefused(f"LLM endpoint answered {last_error} (model {self.endpoint.model!r})")
                 if response.status_code not in _RETRY_STATUSES:
                     raise ExtractionError(f"LLM endpoint answered {last_error}")
             delay = _retry_after(response) if response is not None else None

@@ -41,7 +41,8 @@ class Outcome:
 
 def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
              result: dict | None = None, confidence: float | None = None,
-             error: str | None = None, retryable: bool | None = None) -> dict[str, Any]:
+             error: str | None = None, retryable: bool | None = None,
+             cannot_run: bool = False) -> dict[str, Any]:
     return {
         "status": status,
         "result": result,
@@ -60,6 +61,8 @@ def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
             "rate_limited_at": usage.rate_limited_at,
             **({"rate_limit_tpm": usage.rate_limit_tpm} if usage.rate_limit_tpm else {})}
            if usage.rate_limited else {}),
+        # The endpoint refused the agent itself: the orchestrator stops claiming for it.
+        **({"agent_cannot_run": True} if cannot_run and status == "failed" else {}),
     }
 
 
@@ -106,7 +109,8 @@ def run(document_path: str, extractor_name: str = "offline", attempt_id: int | N
         message = f"{type(exc).__name__}: {exc}"
         retryable = getattr(exc, "retryable", True)
         outcome = Outcome(_payload("failed", usage, pages, tracer.trace_id, error=message,
-                                   retryable=retryable), EXIT_FAILED)
+                                   retryable=retryable,
+                                   cannot_run=getattr(exc, "agent_cannot_run", False)), EXIT_FAILED)
     finally:
         tracer.flush()
     log.info("run finished in %.2fs with status %s", time.monotonic() - started,

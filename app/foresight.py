@@ -54,6 +54,11 @@ async def settle_forecast(pool: ConnectionPool, settings: Settings, batch_id: in
     return await _in_thread(pool, work)
 
 
+async def drop_batch_if_empty(pool: ConnectionPool, batch_id: int) -> bool:
+    """Removes an upload none of whose files became a task."""
+    return await _in_thread(pool, forecast.batch_delete_if_empty, batch_id)
+
+
 async def release_batch(pool: ConnectionPool, batch_id: int, *, actor: str) -> int:
     return await _in_thread(pool, forecast.batch_release, batch_id, actor=actor)
 
@@ -122,10 +127,17 @@ async def queue_spots(pool: ConnectionPool, settings: Settings, ids: list[int]) 
     def work(conn):
         where = positions.task_positions(conn, ids)
         paces = {a: forecast.agent_pace(conn, a, workers=worker_slots(settings)) for a in {p.agent for p in where.values()}}
-        return {i: QueueSpot(i, p.describe(), p.ahead, p.exact, p.waiting,
-                             paces[p.agent].eta_seconds(p.ahead, p.pages) if p.ahead is not None else None)
+        return {i: QueueSpot(i, p.describe(), p.ahead, p.exact, p.waiting, _eta(p, paces[p.agent]))
                 for i, p in where.items()}
     return await _in_thread(pool, work)
+
+
+def _eta(spot: positions.Position, pace: forecast.Pace) -> float | None:
+    """When a queued task should be done: none while its agent cannot run (nothing would claim
+    it), and after the pause while a Retry-After holds its agent."""
+    if spot.ahead is None or spot.agent_cannot_run:
+        return None
+    return (spot.agent_paused_seconds or 0.0) + pace.eta_seconds(spot.ahead, spot.pages)
 
 
 async def budgets(pool: ConnectionPool) -> list[CustomerBudget]:

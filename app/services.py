@@ -17,7 +17,7 @@ from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
 from schema import queue, stats
 from schema.errors import InvalidTransition, NotFound, QuireError
-from schema.models import DEFAULT_PRIORITY, Task, TaskStatus
+from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Task, TaskStatus
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
 
@@ -34,30 +34,45 @@ def valid_id(value: int) -> bool:
     return 1 <= value <= MAX_ID
 
 
-def check_text(what: str, value: str | None) -> None:
-    """ValueError for text Postgres cannot store (a NUL character) or that is not valid Unicode."""
+def check_text(what: str, value: str | None, longest: int | None = None) -> None:
+    """ValueError for text Postgres cannot store (a NUL character), that is not valid Unicode, or
+    that is longer than `longest` characters."""
     if value is None:
         return
     if "\x00" in value:
         raise ValueError(f"{what} must not contain a NUL character")
+    if longest is not None and len(value) > longest:
+        raise ValueError(f"{what[:1].upper()}{what[1:]} is too long: at most {longest:,} characters, "
+                         f"not {len(value):,}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(f"{what} is not valid Unicode") from None
 
 
+# Dates a filter may name: tasks exist only within these (the callback contract's clock bounds too).
+FIRST_DATE, LAST_DATE = date(2000, 1, 1), date(2199, 12, 31)
+_DATE_BOUNDS = f"a date from {FIRST_DATE:%Y-%m-%d} to {LAST_DATE:%Y-%m-%d}"
+
+
 def _moment(value: str | None, *, end: bool) -> datetime | None:
-    """An ISO date or datetime; a plain date as an end bound includes that whole day."""
+    """An ISO date or datetime from FIRST_DATE to LAST_DATE; a plain date as an end bound includes
+    that whole day."""
     if not value:
         return None
     try:
         if len(value) == 10:
             day = date.fromisoformat(value)
-            return datetime.combine(day + timedelta(days=1) if end else day, time(), tzinfo=timezone.utc)
-        moment = datetime.fromisoformat(value)
+            moment = datetime.combine(day, time(), tzinfo=timezone.utc)
+        else:
+            moment = datetime.fromisoformat(value)
+            moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        day = moment.astimezone(timezone.utc).date()
     except (ValueError, OverflowError) as exc:
-        raise ValueError(f"not an ISO date or datetime from 0001-01-01 to 9999-12-30: {value[:40]!r}") from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        raise ValueError(f"Dates must be {_DATE_BOUNDS} (ISO, like 2026-03-01): not {value[:40]!r}") from exc
+    if not FIRST_DATE <= day <= LAST_DATE:
+        raise ValueError(f"Dates must be {_DATE_BOUNDS}: not {value[:40]!r}")
+    return moment + timedelta(days=1) if end and len(value) == 10 else moment
 
 
 def make_filter(date_from: str | None = None, date_to: str | None = None, statuses: list[str] | None = None,
@@ -180,9 +195,20 @@ async def agent_names(pool: ConnectionPool) -> list[str]:
 
 
 async def agent_config_errors(pool: ConnectionPool) -> dict[str, str]:
-    """Agents that cannot run as configured, with the reason; their tasks wait."""
+    """Agents that cannot run (misconfigured, or halted), with the reason; their tasks wait."""
     agents = await _in_thread(pool, queue.list_agents)
-    return {a.name: a.config_error for a in agents if a.config_error}
+    return {a.name: a.cannot_run for a in agents if a.cannot_run}
+
+
+async def halted_agents(pool: ConnectionPool) -> dict[str, str]:
+    """Agents halted on what their runs showed, with the reason; an operator may clear each."""
+    agents = await _in_thread(pool, queue.list_agents)
+    return {a.name: a.halt_reason for a in agents if a.halt_reason}
+
+
+async def clear_agent_halt(pool: ConnectionPool, agent: str) -> bool:
+    """Lets a halted agent's tasks be claimed again; False if it was not halted."""
+    return await _in_thread(pool, queue.clear_agent_halt, agent)
 
 
 async def events_after(pool: ConnectionPool, after_id: int, *, limit: int = 1000) -> list[StreamEvent]:
@@ -306,10 +332,10 @@ class SubmitResult:
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
     """ValueError, before anything is read or written, for a request Postgres could not store."""
-    check_text("agent", options.agent)
-    check_text("customer", options.customer)
+    check_text("the agent name", options.agent, MAX_NAME_CHARS)
+    check_text("the customer", options.customer, MAX_NAME_CHARS)
     for name in names:
-        check_text(f"file name {name[:80]!r}", name)
+        check_text(f"the file name {name[:80]!r}", name, MAX_DOCUMENT_NAME_CHARS)
 
 
 def submit_documents(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
@@ -357,7 +383,10 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
                for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)
-    except QuireError as exc:
+    except BaseException as exc:
+        _discard_unreferenced(conn, [(e["document_uri"], doc.sha256) for e, (_, doc) in zip(entries, fresh.values())])
+        if not isinstance(exc, QuireError):
+            raise
         for result, _ in fresh.values():
             result.outcome, result.error = "rejected", str(exc)
         for result, _ in copies:
@@ -373,6 +402,19 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
         result.duplicate_of = {"id": task.id, "status": task.status.value, "document_name": task.document_name,
                                "confidence": None, "created_at": task.created_at.isoformat()}
     return results
+
+
+def _discard_unreferenced(conn, stored: list[tuple[str, str]]) -> None:
+    """Removes the files a failed enqueue stored that no task refers to (a local data dir only): a
+    refused request leaves nothing behind. Best effort: the original error is what the caller sees."""
+    try:
+        referenced = stats.task_sha256_in_use(conn, [sha for _, sha in stored])
+    except Exception:
+        return
+    for uri, sha in stored:
+        path = Path(uri)
+        if sha not in referenced and path.is_absolute() and not uri.startswith("/Volumes/"):
+            path.unlink(missing_ok=True)
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

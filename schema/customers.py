@@ -36,18 +36,27 @@ class CustomerBudget:
         return float(self.month_llm_cost_usd / self.monthly_llm_budget_usd)
 
 
+CENT = Decimal("0.01")
+_BUDGET_RANGE = f"between $0 and ${MAX_BUDGET_USD:,}"
+
+
 def _budget(value: object) -> Decimal | None:
+    """A monthly budget in dollars and whole cents (the column's precision), or None for none; a
+    fraction of a cent is refused rather than rounded (0.001 would become $0.00: nothing would run)."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise InvalidArgument("monthly_llm_budget_usd must be a number of dollars or null")
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        raise InvalidArgument(f"The monthly LLM budget must be a number of dollars (or none), not {str(value)[:40]!r}")
     try:
         amount = Decimal(str(value))
     except InvalidOperation as exc:
-        raise InvalidArgument(f"monthly_llm_budget_usd must be a number, not {value!r}") from exc
+        raise InvalidArgument(f"The monthly LLM budget must be a number of dollars, not {str(value)[:40]!r}") from exc
     if not amount.is_finite() or amount < 0 or amount > MAX_BUDGET_USD:
-        raise InvalidArgument(f"monthly_llm_budget_usd must be from 0 to {MAX_BUDGET_USD}, not {value!r}")
-    return amount.quantize(Decimal("0.01"))
+        raise InvalidArgument(f"The monthly LLM budget must be {_BUDGET_RANGE}, not {str(value)[:40]}")
+    if amount != amount.quantize(CENT):
+        raise InvalidArgument(f"The monthly LLM budget is kept in whole cents: {str(value)[:40]} has a fraction "
+                              "of a cent (use, for example, 0.01)")
+    return amount.quantize(CENT)
 
 
 def _customer(name: object) -> str:

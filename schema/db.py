@@ -27,6 +27,28 @@ log = logging.getLogger("quire.db")
 CONNECT_TIMEOUT = 3  # seconds to reach the server before a connection attempt fails
 
 
+# SQLSTATE classes and codes that mean the database is away or overloaded, not that the statement
+# was wrong: connection exceptions (08), insufficient resources (53), operator intervention
+# (57P01-57P05: shutdown, crash, cannot connect now) and a statement timeout (57014).
+_OUTAGE_CLASSES = ("08", "53", "57P")
+_OUTAGE_CODES = {"57014"}
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether a database error means "the database is unavailable, try again later": a lost or
+    refused connection, a server shutting down, no room. An error the statement itself caused
+    (a value out of range, an index row too large: psycopg files both under OperationalError
+    or DataError) is not one: retrying it gets the same answer."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(_OUTAGE_CLASSES) or state in _OUTAGE_CODES
+
+
 class CredentialProvider(Protocol):
     """Returns connection keyword arguments (e.g. a fresh password) for each new connection."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import psycopg
@@ -67,6 +67,7 @@ class Forecast:
     concurrency: float
     max_tpm: int | None
     basis: str                  # where the rates came from, in words
+    warning: str | None = None  # the agent cannot run, or a Retry-After pauses it: said before upload
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,10 +163,20 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
              else "static estimates (no completed attempts yet)")
+    warning = None
+    if spec.cannot_run:
+        warning = (f"Agent {agent} cannot run: {spec.cannot_run}. Its documents wait until that is fixed, "
+                   "so this ETA does not hold.")
+    elif spec.throttled_until is not None:
+        paused = (spec.throttled_until - datetime.now(timezone.utc)).total_seconds()
+        if paused > 0:
+            eta += paused
+            warning = f"The model endpoint paused agent {agent} for {paused:,.0f} s more (Retry-After)."
     return Forecast(agent=agent, priority=priority, documents=len(files), pages=sum(pages), tokens=tokens,
                     llm_cost_usd=None if llm_cost is None else round(llm_cost, 6), compute_cost_usd=round(compute_cost, 6),
                     work_seconds=round(work, 3), eta_seconds=round(eta, 3), ahead_tasks=queued + in_flight,
-                    ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis)
+                    ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis,
+                    warning=warning)
 
 
 # -- batches ------------------------------------------------------------------------------------
@@ -177,6 +188,11 @@ def batch_create(conn: psycopg.Connection, forecast: Forecast, *, customer: str 
         "agent": forecast.agent, "customer": customer, "priority": forecast.priority,
         "submitted_by": submitted_by, "forecast": Jsonb(forecast.as_json()), "held": held, "now": now})
     return row["id"]
+
+
+def batch_delete_if_empty(conn: psycopg.Connection, batch_id: int) -> bool:
+    """Removes an upload that holds no task; True if it did."""
+    return fetch_one(conn, "batch_delete_if_empty", {"batch_id": batch_id}) is not None
 
 
 def batch_get(conn: psycopg.Connection, batch_id: int) -> dict[str, Any]:

@@ -38,6 +38,11 @@ class TaskStatus(str, Enum):
 # The priority a submission gets unless it names one ("normal" on the 0..9 scale): the UI, the API
 # and `quire submit` all use it.
 DEFAULT_PRIORITY = 5
+# Longest names stored: agent and customer names are in indexes (a btree row holds about 2,700
+# bytes); a document's name is the file name it was uploaded under.
+MAX_NAME_CHARS = 200
+MAX_DOCUMENT_NAME_CHARS = 500
+MAX_URI_CHARS = 4000
 
 TERMINAL_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
@@ -86,6 +91,15 @@ class Agent:
     effective_concurrency: int | None = None
     throttled_until: datetime | None = None
     rate_limited_total: int = 0
+    # Why claims stopped on what its runs showed (the endpoint refused it, or its claim failed);
+    # its tasks wait until its configuration changes or an operator clears it.
+    halt_reason: str | None = None
+    halted_at: datetime | None = None
+
+    @property
+    def cannot_run(self) -> str | None:
+        """Why nothing is claimed for this agent (misconfigured or halted), or None when it runs."""
+        return self.config_error or self.halt_reason
 
     @property
     def throttled(self) -> bool:

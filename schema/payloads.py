@@ -15,13 +15,20 @@ from schema.models import assemble
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
           "llm_cost_usd", "compute_cost_usd", "run_id", "trace_id", "pages", "rate_limited",
-          "retry_after_seconds", "rate_limited_at", "rate_limit_tpm"}
+          "retry_after_seconds", "rate_limited_at", "rate_limit_tpm", "agent_cannot_run"}
 MAX_ERROR_CHARS = 4000
 # Bounds of the contract, each well inside its column: a report beyond them is malformed (422).
-MAX_TOKENS = 10**12          # per attempt; input_tokens and output_tokens are bigint
+# Tokens: one run of one document. A 10,000-page document read three times over at about 1,000
+# tokens a page is 3 * 10^7; a model's context is at most a few million tokens a call. 10^8 each
+# is far above any real run and far below what the learned figures could not hold.
+MAX_TOKENS = 10**8           # per attempt, input_tokens and output_tokens each
 MAX_PAGES = 1_000_000        # pages is integer
 MAX_USD = 10**7              # per attempt; the cost columns are numeric(14, 6)
 MAX_DEPTH = 64               # nesting of the body; results are a few levels deep
+MAX_RATE_LIMITS = 100_000    # 429s one attempt met: an attempt waits them out for minutes at most
+MAX_RETRY_AFTER_SECONDS = 86_400   # a Retry-After of a day at most (a daily quota) is accepted...
+MAX_PAUSE_SECONDS = 3_600          # ...but one report pauses its agent for an hour at most
+MAX_STATED_TPM = 10**12      # the tokens a minute an endpoint says it allows
 
 
 def is_sha256(value: Any) -> bool:
@@ -48,6 +55,16 @@ class Report:
     retry_after_seconds: float | None = None   # the longest Retry-After among them
     rate_limited_at: float | None = None       # when the first came, in Unix seconds
     rate_limit_tpm: int | None = None          # the tokens a minute the endpoint said it allows
+    # A failure that is the agent's, not the document's: the model endpoint refused the agent
+    # itself (HTTP 401, 403, 404); every task of the agent would fail alike.
+    agent_cannot_run: bool = False
+
+    @property
+    def pause_seconds(self) -> float | None:
+        """How long the Retry-After pauses the agent: as asked, up to MAX_PAUSE_SECONDS."""
+        if self.retry_after_seconds is None:
+            return None
+        return min(self.retry_after_seconds, MAX_PAUSE_SECONDS)
 
     @property
     def unpriced(self) -> bool:
@@ -225,6 +242,11 @@ def parse_callback(payload: Any) -> Report:
     retryable = payload.get("retryable", False)
     if not isinstance(retryable, bool):
         raise InvalidPayload("retryable must be true or false")
+    cannot_run = payload.get("agent_cannot_run", False)
+    if not isinstance(cannot_run, bool):
+        raise InvalidPayload("agent_cannot_run must be true or false")
+    if cannot_run and status != "failed":
+        raise InvalidPayload("agent_cannot_run is for failed callbacks only")
     error = _text(payload, "error", MAX_ERROR_CHARS)
     if status == "failed" and not error:
         raise InvalidPayload("a failed callback must carry an error message")
@@ -238,7 +260,9 @@ def parse_callback(payload: Any) -> Report:
         "compute_cost_usd": _money(payload, "compute_cost_usd"),
         "run_id": _text(payload, "run_id"), "trace_id": _text(payload, "trace_id"),
         "pages": _count(payload, "pages", MAX_PAGES),
-        "rate_limited": _count(payload, "rate_limited", MAX_TOKENS) or 0,
-        "retry_after_seconds": _money(payload, "retry_after_seconds"),
+        "rate_limited": _count(payload, "rate_limited", MAX_RATE_LIMITS) or 0,
+        "retry_after_seconds": _number(payload, "retry_after_seconds", 0, MAX_RETRY_AFTER_SECONDS,
+                                       f"a number of seconds from 0 to {MAX_RETRY_AFTER_SECONDS:,}"),
         "rate_limited_at": _unix_time(payload, "rate_limited_at"),
-        "rate_limit_tpm": _count(payload, "rate_limit_tpm", MAX_TOKENS) or None})
+        "rate_limit_tpm": _count(payload, "rate_limit_tpm", MAX_STATED_TPM) or None,
+        "agent_cannot_run": cannot_run})

@@ -15,7 +15,7 @@ from schema.sql import fetch_all, fetch_one
 # Counting stops here: further tasks ahead are estimated from the planner's statistics.
 POSITION_BOUND = 10_000
 
-Waiting = Literal["held", "budget", "backoff", "token budget"]
+Waiting = Literal["held", "budget", "backoff", "token budget", "agent paused", "agent cannot run"]
 
 
 @dataclass(frozen=True)
@@ -28,17 +28,25 @@ class Position:
     exact: bool                # False: past the counting bound, `ahead` is the planner's estimate
     waiting: Waiting | None    # why it waits beyond its turn, if it does
     pages: int | None = None
+    # Its agent: why it cannot run (nothing is claimed for it until that is fixed), or how long a
+    # Retry-After still pauses it.
+    agent_cannot_run: str | None = None
+    agent_paused_seconds: float | None = None
 
     def describe(self) -> str:
         """How the batch view and task detail say it."""
         if self.waiting in ("held", "budget"):
             return f"waiting: {self.waiting}"
+        if self.agent_cannot_run:
+            return f"waiting: its agent cannot run ({self.agent_cannot_run[:200]})"
         if self.ahead is None:
             return "queued"
         if self.exact:
             text = "next in line" if self.ahead == 0 else f"{self.ahead:,} ahead"
         else:
             text = f"about {round(self.ahead, -2):,.0f} ahead"
+        if self.waiting == "agent paused" and self.agent_paused_seconds is not None:
+            return text + f" · waiting: the model endpoint paused its agent for {self.agent_paused_seconds:,.0f} s"
         return text + (f" · waiting: {self.waiting}" if self.waiting else "")
 
 
@@ -85,12 +93,16 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
                      **key, "ckey": p["ckey"], "bound": max(0, min(bound, deepest - p["in_flight"]))})]
                  for p in others}
         for row in rows:
-            waiting: Waiting | None = ("backoff" if row["run_after"] > clock
+            waiting: Waiting | None = ("agent cannot run" if row["agent_cannot_run"]
+                                       else "agent paused" if row["agent_paused_seconds"]
+                                       else "backoff" if row["run_after"] > clock
                                        else "token budget" if row["waiting_since"] else None)
+            agent_facts = {"agent_cannot_run": row["agent_cannot_run"],
+                           "agent_paused_seconds": row["agent_paused_seconds"]}
             i = index.get(row["id"])
             if i is None:  # past the bound in its own customer's queue
                 out[row["id"]] = Position(row["id"], agent, max(bound, _estimate(conn, agent, priority, row["created_at"])),
-                                          False, waiting, row["pages"])
+                                          False, waiting, row["pages"], **agent_facts)
                 continue
             rank = mine["in_flight"] + i + 1
             same = 0
@@ -105,5 +117,5 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
             ahead = higher + i + same
             if capped:
                 ahead = max(ahead, _estimate(conn, agent, priority, row["created_at"]))
-            out[row["id"]] = Position(row["id"], agent, ahead, not capped, waiting, row["pages"])
+            out[row["id"]] = Position(row["id"], agent, ahead, not capped, waiting, row["pages"], **agent_facts)
     return out

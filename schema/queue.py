@@ -18,7 +18,8 @@ from schema import payloads
 from schema.admission import Candidate, Load, admit
 from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProgress, UnknownAgent,
                            UnknownAttempt, UnknownTask)
-from schema.models import (Agent, Attempt, CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
+from schema.models import (MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
+                           CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
                            agent_from_row, attempt_from_row, claim_from_row, event_from_row,
                            task_from_row)
 from schema.sql import fetch_all as _rows
@@ -34,6 +35,9 @@ DEFAULT_ESTIMATE_PAGES = 4
 # 3,300 characters) and the JSON answer.
 CHARS_PER_TOKEN = 3
 TEXT_TOKENS_OVERHEAD = 1500
+# The most one attempt reserves: what it may report (input and output tokens, each at the callback
+# contract's bound). quire_learned_tokens clamps the learned reservation to the same figure.
+MAX_RESERVED_TOKENS = 2 * payloads.MAX_TOKENS
 # How far past `limit` a throttled claim looks for tasks that fit the remaining budget.
 ADMISSION_SCAN_FACTOR = 10
 ADMISSION_SCAN_MIN = 100
@@ -161,18 +165,20 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
     plus 900. From the file size alone: one page per 50 kB, at least one. Nothing: four pages.
     """
     if document_chars:
-        return TEXT_TOKENS_OVERHEAD + math.ceil(document_chars / CHARS_PER_TOKEN)
+        return min(TEXT_TOKENS_OVERHEAD + math.ceil(document_chars / CHARS_PER_TOKEN), MAX_RESERVED_TOKENS)
     if pages is None and document_bytes is not None:
         pages = max(1, math.ceil(document_bytes / BYTES_PER_PAGE))
     if pages is None:
         pages = DEFAULT_ESTIMATE_PAGES
-    return TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1)
+    return min(TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1), MAX_RESERVED_TOKENS)
 
 
 _BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
                   "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
                   "max_attempts", "parent_id", "batch_id", "held")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
+_LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name": MAX_DOCUMENT_NAME_CHARS,
+            "document_uri": MAX_URI_CHARS}
 
 
 def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
@@ -207,9 +213,10 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         _require_text(task.get("document_uri"), "document_uri")
         _require_int(task["priority"], "priority", low=0, high=9)
         _require_int(task["max_attempts"], "max_attempts", low=1)
-        for key in ("pages", "document_bytes"):
-            if task[key] is not None:
-                _require_int(task[key], key, low=0)
+        if task["pages"] is not None:
+            _require_int(task["pages"], "pages", low=0, high=payloads.MAX_PAGES)
+        if task["document_bytes"] is not None:
+            _require_int(task["document_bytes"], "document_bytes", low=0, high=2**63 - 1)
         if task["document_chars"] is not None:
             _require_int(task["document_chars"], "document_chars", low=1, high=2**31 - 1)
         if task["parent_id"] is not None:
@@ -223,12 +230,15 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
         if task["estimated_tokens"] is None:
             task["estimated_tokens"] = estimate_tokens(pages=task["pages"], document_bytes=task["document_bytes"],
                                                        document_chars=task["document_chars"])
-        _require_int(task["estimated_tokens"], "estimated_tokens", low=1)
+        _require_int(task["estimated_tokens"], "estimated_tokens", low=1, high=MAX_RESERVED_TOKENS)
         if task["document_sha256"] is not None and not payloads.is_sha256(task["document_sha256"]):
             raise InvalidArgument("document_sha256 must be 64 lowercase hex digits")
         for key in ("document_uri", "document_name", "customer"):
             if isinstance(task[key], str) and "\x00" in task[key]:
                 raise InvalidArgument(f"{key} must not contain NUL characters")
+        for key, longest in _LONGEST.items():
+            if isinstance(task[key], str) and len(task[key]) > longest:
+                raise InvalidArgument(f"{key} is at most {longest:,} characters long, not {len(task[key]):,}")
     except InvalidArgument as exc:
         raise InvalidArgument(f"task {n}: {exc}" if n else str(exc)) from None
     return task
@@ -339,6 +349,19 @@ def claim_throttled(conn: psycopg.Connection, *, agent: str, worker_id: str, lim
                   executors=[None], pools=["all"], slots=[limit])
     with _tx(conn):
         return _claims(_claim_admitted(conn, params, limit=limit, now=now))
+
+
+def halt_agent(conn: psycopg.Connection, agent: str, reason: str, *, now: datetime | None = None) -> bool:
+    """Stops claiming for an agent that cannot run; True if it was running until now."""
+    with _tx(conn):
+        return bool(_rows(conn, "agent_halt_if_running", {"agent": agent, "reason": reason, "now": now}))
+
+
+def clear_agent_halt(conn: psycopg.Connection, agent: str) -> bool:
+    """Lets a halted agent's tasks be claimed again; True if it was halted."""
+    _require_text(agent, "agent")
+    with _tx(conn):
+        return bool(_rows(conn, "agent_clear_halt", {"agent": agent}))
 
 
 def admission_reopens_in(conn: psycopg.Connection, agent: str, *, now: datetime | None = None) -> float | None:
@@ -464,7 +487,15 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
 
         if noted["previously_reported"] == report.status:
             return outcome(CallbackKind.DUPLICATE, status)
-        _adapt_throttle(conn, task, attempt_id, report, now)
+        if noted["previously_reported"] is None:
+            # What the endpoint taught counts once per attempt: a second report of another status
+            # (failed, then completed) or a replay of the first after it does not pause the agent again.
+            _adapt_throttle(conn, task, attempt_id, report, now)
+        if report.agent_cannot_run:
+            # The endpoint refused the agent itself: every task of it would fail alike, so its tasks
+            # wait (halted) instead of each spending its attempts on the same answer.
+            _rows(conn, "agent_halt_if_running", {"agent": task["agent"], "now": now,
+                                                  "reason": f"the model endpoint refused it: {report.error}"})
         common = {"task_id": task_id, "attempt_id": attempt_id, "now": now, "pages": report.pages}
         if status.terminal:
             if report.pages is not None:
@@ -483,7 +514,8 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             return outcome(CallbackKind.RECORDED, status)
         spent = task["attempt_count"] - task["attempt_base"]
         failed = _row(conn, "task_fail_from_current_attempt", {
-            **common, "requeue": report.retryable and spent < task["max_attempts"], "error": report.error,
+            **common, "requeue": report.retryable and not report.agent_cannot_run and spent < task["max_attempts"],
+            "error": report.error,
             "backoff_base": _Backoff.base_seconds, "backoff_cap": _Backoff.cap_seconds})
         return outcome(CallbackKind.APPLIED, TaskStatus(failed["status"]))
 
@@ -506,7 +538,8 @@ def throttle_back_off(conn: psycopg.Connection, agent: str, attempt_id: int, *, 
     """Records rate limits an attempt met (the first at `limited_at`, the endpoint stating
     `stated_tpm` as its limit, when known); cuts the agent's effective limits once per round."""
     return _row(conn, "agent_throttle_back_off", {
-        "agent": agent, "attempt_id": attempt_id, "count": count, "retry_after": retry_after or 0,
+        "agent": agent, "attempt_id": attempt_id, "count": count,
+        "retry_after": min(retry_after or 0, payloads.MAX_PAUSE_SECONDS),
         "limited_at": limited_at, "stated_tpm": stated_tpm,
         "factor": THROTTLE_FACTOR, "floor_tpm": THROTTLE_FLOOR_TPM, "now": now})
 
@@ -527,7 +560,7 @@ def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_i
         limited_at = (datetime.fromtimestamp(report.rate_limited_at, timezone.utc)
                       if report.rate_limited_at is not None else None)
         throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
-                          retry_after=report.retry_after_seconds, limited_at=limited_at,
+                          retry_after=report.pause_seconds, limited_at=limited_at,
                           stated_tpm=report.rate_limit_tpm, now=now)
     elif report.status == "completed" and (report.input_tokens or report.output_tokens):
         throttle_recover(conn, {task["agent"]: 1}, now=now)

@@ -40,9 +40,12 @@ def _floor(t: datetime, grain: str) -> datetime:
 def _next(t: datetime, grain: str) -> datetime:
     """The start of the bucket after the one `t` is in."""
     t = _floor(t, grain)
-    if grain == MONTH:
-        return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
-    return t + (timedelta(days=1) if grain == DAY else timedelta(hours=1))
+    try:
+        if grain == MONTH:
+            return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
+        return t + (timedelta(days=1) if grain == DAY else timedelta(hours=1))
+    except (OverflowError, ValueError):  # the last bucket Python's dates hold: it runs to the end
+        return NEVER_AFTER if t < NEVER_AFTER else datetime.max.replace(tzinfo=timezone.utc)
 
 
 def plan(date_from: datetime | None, date_to: datetime | None,

@@ -306,6 +306,11 @@ def task_find_by_sha256(conn: psycopg.Connection, sha256s: list[str]) -> dict[st
     return {r["document_sha256"]: r for r in fetch_all(conn, "task_find_by_sha256", {"sha256s": sha256s})}
 
 
+def task_sha256_in_use(conn: psycopg.Connection, sha256s: list[str]) -> set[str]:
+    """The documents among these that some task refers to."""
+    return {r["document_sha256"] for r in fetch_all(conn, "task_sha256_in_use_list", {"sha256s": sha256s})}
+
+
 def bucket_for_span(start: datetime | None, end: datetime | None, *, max_buckets: int = 60) -> timedelta:
     """The smallest round bucket that splits the span into at most `max_buckets` parts."""
     steps = [10, 30, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400]

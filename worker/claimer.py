@@ -6,6 +6,8 @@ import itertools
 import time
 from typing import Any, Iterable
 
+import psycopg
+
 from schema import db, queue, worker_queries
 from schema.models import Agent, TaskStatus
 from schema.stats import StreamEvent
@@ -26,6 +28,17 @@ def wants_claim(events: Iterable[StreamEvent]) -> bool:
         if event.prev_status is TaskStatus.PROCESSING:  # a throttled agent has room again
             return True
     return False
+
+
+# SQLSTATE classes of an error a statement's data caused (a value out of range, a division by zero,
+# a violated constraint, an index row too large): the same data fails the same way next time.
+_DATA_ERROR_CLASSES = ("22", "23", "54")
+
+
+def _bad_data(exc: BaseException) -> bool:
+    """Whether a claim failed on the data it read, rather than on an outage or a transient conflict."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(_DATA_ERROR_CLASSES) and not db.is_outage(exc)
 
 
 class Claimer:
@@ -127,7 +140,15 @@ class Claimer:
         if sum(pools.values()) <= 0:
             return claimed
         with self._held.connection() as conn:
-            claims = queue.claim_many(conn, worker_id=self.worker_id, slots=slots)
+            try:
+                claims = queue.claim_many(conn, worker_id=self.worker_id, slots=slots)
+            except psycopg.DatabaseError as exc:
+                if not _bad_data(exc):
+                    raise  # an outage, a deadlock: the round is retried as before
+                # One agent's data broke the statement that claims for all of them: claim agent by
+                # agent, and halt the one whose own claim fails, so the others go on.
+                logs.problem("claim for every agent", exc, worker=self.worker_id)
+                claims = self._claim_each(conn, agents, slots)
             if any(c.task.agent not in agents or agents[c.task.agent].executor not in slots
                    for c in claims):  # an agent newer than the cache
                 self.agents_changed()
@@ -159,6 +180,35 @@ class Claimer:
         self._skip_unknown(agents)
         return claimed + len(claims)
 
+    def _claim_each(self, conn, agents: dict[str, Agent], slots: dict[str, tuple[str, int]]) -> list:
+        """Claims for each unthrottled agent alone within its pool's slots; an agent whose claim
+        fails on its data is halted (its tasks wait, the dashboard says why)."""
+        left = dict(slots.values())
+        claims: list = []
+        for name, agent in sorted(agents.items()):
+            if agent.throttled or agent.cannot_run or agent.executor not in slots:
+                continue
+            pool = slots[agent.executor][0]
+            if left[pool] <= 0:
+                continue
+            try:
+                mine = queue.claim(conn, agent=name, worker_id=self.worker_id, limit=left[pool])
+            except psycopg.DatabaseError as exc:
+                if not _bad_data(exc):
+                    raise
+                self._halt(conn, name, exc)
+                continue
+            left[pool] -= len(mine)
+            claims += mine
+        return claims
+
+    def _halt(self, conn, agent: str, exc: Exception) -> None:
+        """Stops claiming for an agent whose own claim failed on its data."""
+        reason = f"claiming its tasks failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
+        if queue.halt_agent(conn, agent, reason):
+            logs.change("agent", "halted", agent=agent, reason=reason, worker=self.worker_id)
+        self.agents_changed()
+
     def _start_ahead(self) -> int:
         """Starts tasks claimed ahead while local slots are free (looking again after each batch:
         runs that end within their start free their slots at once); returns how many started."""
@@ -188,7 +238,7 @@ class Claimer:
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
         throttled = sorted(name for name, a in agents.items()
-                           if a.throttled and a.executor in self.executors and not a.config_error)
+                           if a.throttled and a.executor in self.executors and not a.cannot_run)
         if not throttled:
             return 0
         start = next(self._turn) % len(throttled)
@@ -201,7 +251,13 @@ class Claimer:
             if free <= 0 or self.paused:
                 continue
             with self._held.connection() as conn:
-                claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
+                try:
+                    claims = queue.claim_throttled(conn, agent=name, worker_id=self.worker_id, limit=free)
+                except psycopg.DatabaseError as exc:
+                    if not _bad_data(exc):
+                        raise
+                    self._halt(conn, name, exc)  # its data broke its admission: the others go on
+                    continue
             self.counters.add("claims", len(claims))
             observe_claim_latency(claims)
             self._log_claimed(claims)

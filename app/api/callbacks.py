@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from agents.callback import SIGNATURE_HEADER, derive_attempt_secret, sign
 from app.api.common import get_pool, get_settings
 from app.api.health import record_callback
-from schema import payloads, queue
+from schema import db, payloads, queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
 from worker import logs
@@ -115,6 +115,8 @@ async def _run(fn, *args) -> dict[str, Any]:
     try:
         return await run_in_threadpool(fn, *args)
     except (psycopg.OperationalError, PoolTimeout) as exc:
+        if not db.is_outage(exc):
+            raise  # the report's own statement failed: an internal error, not an outage
         # The agent retries on 5xx: the report is kept until the database is back.
         logs.problem("callback", exc)
         raise HTTPException(503, "the database is unavailable; try again") from None

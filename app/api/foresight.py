@@ -10,6 +10,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 
 from app import foresight
+from app.api import limits
 from app.api.common import get_pool, get_settings
 from app.auth import Identity, require_operator, require_user
 from schema.errors import InvalidArgument, NotFound
@@ -20,14 +21,14 @@ router = APIRouter(prefix="/api", tags=["foresight"])
 
 
 class FileIn(BaseModel):
-    pages: int | None = Field(None, ge=0, le=100_000)
-    size_bytes: int | None = Field(None, ge=0)
+    pages: limits.FilePages = None
+    size_bytes: limits.FileBytes = None
 
 
 class ForecastIn(BaseModel):
-    agent: str | None = Field(None, description="default: QUIRE_DEFAULT_AGENT")
-    priority: int = Field(0, ge=0, le=9)
-    customer: str | None = None
+    agent: limits.Name | None = Field(None, description="default: QUIRE_DEFAULT_AGENT")
+    priority: limits.Priority = 0
+    customer: limits.Name | None = None
     files: list[FileIn] = Field(..., min_length=1, max_length=100_000)
 
 
@@ -46,6 +47,7 @@ class ForecastOut(BaseModel):
     concurrency: float
     max_tpm: int | None
     basis: str
+    warning: str | None = None  # the agent cannot run (its documents would wait), or is paused
 
 
 @router.post("/forecast", response_model=ForecastOut)
@@ -115,7 +117,7 @@ class PositionOut(BaseModel):
 
 
 class PositionsIn(BaseModel):
-    task_ids: list[int] = Field(..., min_length=1, max_length=2000)
+    task_ids: list[limits.TaskId] = Field(..., min_length=1, max_length=2000)
 
 
 @router.post("/positions", response_model=list[PositionOut])
@@ -138,7 +140,9 @@ class BudgetOut(BaseModel):
 
 
 class BudgetIn(BaseModel):
-    monthly_llm_budget_usd: float | None = Field(..., description="dollars per calendar month (UTC); null: none")
+    # Checked by the engine, which refuses true/false, text and fractions of a cent in plain words.
+    monthly_llm_budget_usd: limits.Dollars = Field(
+        ..., description="dollars and whole cents per calendar month (UTC), from 0 to 1,000,000,000; null: none")
 
 
 def _budget_out(b) -> BudgetOut:

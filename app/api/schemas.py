@@ -102,6 +102,7 @@ class SubmitResponse(BaseModel):
     batch_id: int | None = None            # the batch the created tasks belong to
     held: bool = False                     # True: nothing runs until POST /api/batches/{id}/release
     forecast: dict[str, Any] | None = None  # tokens, costs and ETA forecast before it ran
+    warning: str | None = None             # the agent cannot run (or is paused): the tasks wait
 
 
 class ActionOut(BaseModel):

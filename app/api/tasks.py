@@ -6,11 +6,13 @@ import base64
 from pathlib import Path
 from typing import Literal
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Response, UploadFile
+from fastapi import (APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Request, Response,
+                     UploadFile)
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 
 from app import foresight, services
+from app.api import limits
 from app.api.common import get_pool, get_settings
 from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
 from app.auth import Identity, require_operator, require_user
@@ -30,11 +32,11 @@ SUBMIT_SLICE = 25
                         207: {"description": "some files were accepted, some were not"},
                         422: {"description": "no file was accepted"}})
 async def submit_tasks(
+    request: Request,
     response: Response,
     files: list[UploadFile] = File(..., description="one or many PDF files"),
     agent: str | None = Form(None, description="the agent to run (default: QUIRE_DEFAULT_AGENT)"),
-    priority: int = Form(DEFAULT_PRIORITY, ge=0, le=9,
-                         description=f"0..9, 9 the most urgent (default {DEFAULT_PRIORITY})"),
+    priority: str = Form(str(DEFAULT_PRIORITY), description=f"0..9, 9 the most urgent (default {DEFAULT_PRIORITY})"),
     customer: str | None = Form(None),
     duplicates: Literal["offer", "rerun"] = Form(
         "offer", description="offer: an already-submitted document is not run again; rerun: run it anyway"),
@@ -50,9 +52,12 @@ async def submit_tasks(
                                                     f"{settings.max_batch_files} (QUIRE_MAX_BATCH_FILES)")
     agent = agent or settings.default_agent
     customer = (customer or "").strip() or None
-    options = services.SubmitOptions(agent=agent, priority=priority, customer=customer,
-                                     rerun_duplicates=duplicates == "rerun", held=hold)
     try:
+        # An empty field is no priority (FastAPI would take it for the default): read the form as sent.
+        sent = (await request.form()).get("priority")
+        priority = limits.parse_priority(sent if isinstance(sent, str) else priority)
+        options = services.SubmitOptions(agent=agent, priority=priority, customer=customer,
+                                         rerun_duplicates=duplicates == "rerun", held=hold)
         # A request Postgres could not store is refused whole, before any file is read or kept.
         services.check_submission([f.filename or "document.pdf" for f in files], options)
     except ValueError as exc:
@@ -67,10 +72,14 @@ async def submit_tasks(
     results: list[services.SubmitResult] = []
     # A slice at a time keeps memory to one slice of documents however many are sent; reading one
     # byte past the limit is enough to reject an oversized file without holding all of it.
-    for start in range(0, len(files), SUBMIT_SLICE):
-        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1), size=f.size)
-                   for f in files[start:start + SUBMIT_SLICE]]
-        results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+    try:
+        for start in range(0, len(files), SUBMIT_SLICE):
+            uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1), size=f.size)
+                       for f in files[start:start + SUBMIT_SLICE]]
+            results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+    finally:
+        if not any(r.outcome == "created" for r in results):
+            await foresight.drop_batch_if_empty(pool, batch_id)  # no half-written upload is left
     body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
                        pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of)
             for r in results]
@@ -86,7 +95,7 @@ async def submit_tasks(
         response.status_code = 422 if rejected else 200
     return SubmitResponse(created=created, rejected=rejected, duplicates=len(results) - created - rejected,
                           files=body, batch_id=batch_id if created else None, held=hold and bool(created),
-                          forecast=plan.as_json() if plan else None)
+                          forecast=plan.as_json() if plan else None, warning=plan.warning if plan else None)
 
 
 def _cursor(task_id: int) -> str:
@@ -163,9 +172,14 @@ def _one(results: list[services.ActionResult]) -> ActionOut:
 @router.post("/tasks/{task_id}/retry", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
 async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID),
-                     priority: int | None = Query(None, ge=0, le=9, description="run it at this priority (default: its own)"),
+                     priority: str | None = Query(None, description="0..9: run it at this priority (default: its own)"),
                      who: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task."""
+    if priority is not None:
+        try:
+            priority = limits.parse_priority(priority)
+        except ValueError as exc:
+            raise HTTPException(status_code=422, detail=str(exc)) from None
     return _one(await services.retry_tasks(pool, [task_id], actor=who.name, priority=priority))
 
 

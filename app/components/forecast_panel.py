@@ -36,6 +36,8 @@ class ForecastPanel:
             tpm = f", {plan.max_tpm:,} tokens/min" if plan.max_tpm else ""
             ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {plan.concurrency:.3g} at once"
                      f"{tpm}; {plan.basis}.").classes("text-sm quire-muted")
+            if plan.warning:  # the agent cannot run, or is paused: said before anyone waits on the ETA
+                ui.label(plan.warning).classes("text-sm text-red-800").props('data-testid="forecast-warning" role="alert"')
             self.actions = ui.row().classes("gap-2 items-center")
             self.comparison = ui.label("").classes("text-sm font-medium").props('data-testid="forecast-vs-actual"')
             self.comparison.visible = False

@@ -70,7 +70,7 @@ class Dashboard:
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
-        self.agent_problems = AgentProblems()
+        self.agent_problems = AgentProblems(on_clear=self.clear_halt if who.operator else None)
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
         self.filters = FilterBar(self.apply_filter, path="/dashboard", initial=initial)
@@ -134,6 +134,26 @@ class Dashboard:
                                                since=self.changed_at)
         self.budgets.update(budgets)
         self.budgets_dirty = self.budgets_dirty or not current
+
+    async def refresh_agent_problems(self, *, live: bool = True) -> None:
+        """The agents that cannot run, and which of them an operator may clear (halted ones)."""
+        if live:
+            problems, _ = await services.live(self.pool, "agent_config_errors",
+                                              lambda: services.agent_config_errors(self.pool))
+            halted, _ = await services.live(self.pool, "halted_agents", lambda: services.halted_agents(self.pool))
+        else:
+            problems, halted = await services.agent_config_errors(self.pool), await services.halted_agents(self.pool)
+        self.agent_problems.update(problems, set(halted))
+
+    async def clear_halt(self, agent: str) -> None:
+        """An operator lets a halted agent's tasks be claimed again."""
+        if not self.who.operator:
+            return
+        cleared = await services.clear_agent_halt(self.pool, agent)
+        ui.notify(f"Agent {agent}: cleared; its tasks will be claimed again" if cleared
+                  else f"Agent {agent} was not halted", type="positive" if cleared else "info", position="top")
+        services.forget_live(self.pool)
+        await self.refresh_agent_problems(live=False)
 
     async def save_budget(self, customer: str, amount: float | None) -> bool:
         if not self.who.operator:
@@ -203,9 +223,7 @@ class Dashboard:
         """The fallback: everything is marked due and refresh_if_due reads it, so the event feed never waits."""
         options, _ = await services.live(self.pool, "filter_options", lambda: services.filter_options(self.pool))
         self.filters.set_options(options)
-        problems, _ = await services.live(self.pool, "agent_config_errors",
-                                          lambda: services.agent_config_errors(self.pool))
-        self.agent_problems.update(problems)
+        await self.refresh_agent_problems()
         self.changed_at = time.monotonic()
         self.counts_dirty = self.table_dirty = self.charts_dirty = True
         self.charts_at = 0.0
@@ -218,7 +236,7 @@ async def dashboard_page(request: Request):
     with frame(who, active="dashboard"):
         board = Dashboard(who, initial)
         board.filters.set_options(await services.filter_options(board.pool))
-        board.agent_problems.update(await services.agent_config_errors(board.pool))
+        await board.refresh_agent_problems(live=False)
         await board.refresh_all()
     watch(board.on_events, board.on_poll)
     ui.timer(0.25, board.refresh_if_due)

@@ -133,7 +133,11 @@ class UploadForm:
             parts = [f"{created} of {len(event.files)} files {verb}"]
             parts += [f"{rejected} rejected"] if rejected else []
             parts += [f"{duplicates} already submitted"] if duplicates else []
-            self.say(", ".join(parts), "warning" if rejected else ("info" if duplicates else "positive"))
+            message = ", ".join(parts)
+            warning = plan.warning if facts else None  # the agent cannot run, or is paused: say it now
+            if warning:
+                message += f". {warning}"
+            self.say(message, "warning" if rejected or warning else ("info" if duplicates else "positive"))
         except ValueError as exc:  # a request Postgres could not store: nothing was written
             self.say(str(exc), "negative")
         finally:

@@ -27,6 +27,13 @@ ON CONFLICT (name) DO UPDATE SET
     price_input_per_mtok = excluded.price_input_per_mtok,
     price_output_per_mtok = excluded.price_output_per_mtok,
     settings = excluded.settings,
+    -- A halt (the endpoint refused the agent, or its claim failed) ends when what it runs with changes.
+    halt_reason = CASE WHEN (agents.executor, agents.model, agents.settings)
+                            IS DISTINCT FROM (excluded.executor, excluded.model, excluded.settings)
+                       THEN NULL ELSE agents.halt_reason END,
+    halted_at = CASE WHEN (agents.executor, agents.model, agents.settings)
+                          IS DISTINCT FROM (excluded.executor, excluded.model, excluded.settings)
+                     THEN NULL ELSE agents.halted_at END,
     updated_at = coalesce(%(now)s, now())
 RETURNING *;
 
@@ -51,7 +58,7 @@ SELECT
 -- Agents with work that is claimable now, for the claim loop.
 SELECT a.name, a.executor
 FROM agents a
-WHERE a.config_error IS NULL AND EXISTS (SELECT 1 FROM tasks t
+WHERE a.config_error IS NULL AND a.halt_reason IS NULL AND EXISTS (SELECT 1 FROM tasks t
                WHERE t.agent = a.name AND t.status = 'enqueued' AND NOT t.held
                  AND t.run_after <= coalesce(%(now)s, now()))
 ORDER BY a.name;
@@ -61,6 +68,18 @@ ORDER BY a.name;
 -- agent while set. Written only on change, so repeated checks stay quiet.
 UPDATE agents SET config_error = %(error)s
 WHERE name = %(agent)s AND config_error IS DISTINCT FROM %(error)s
+RETURNING name;
+
+-- name: agent_halt_if_running
+-- Stops claiming for an agent that cannot run (the first reason is kept); its tasks wait.
+UPDATE agents SET halt_reason = left(%(reason)s, 4000), halted_at = coalesce(%(now)s, now())
+WHERE name = %(agent)s AND halt_reason IS NULL
+RETURNING name;
+
+-- name: agent_clear_halt
+-- An operator lets a halted agent's tasks be claimed again.
+UPDATE agents SET halt_reason = NULL, halted_at = NULL
+WHERE name = %(agent)s AND halt_reason IS NOT NULL
 RETURNING name;
 
 -- name: agent_throttle_back_off

@@ -56,12 +56,17 @@ WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held
   AND (t.priority > %(priority)s OR (t.priority = %(priority)s AND t.created_at < %(created_at)s));
 
 -- name: task_queue_facts_by_ids
--- What a queue position needs of each task: agent, priority, customer, status, hold and age.
+-- What a queue position needs of each task: agent, priority, customer, status, hold and age, and
+-- whether its agent can run now (misconfigured or halted: never; paused by a Retry-After: later).
 SELECT t.id, t.agent, t.priority, t.customer, t.status::text AS status, t.held, t.created_at, t.run_after,
        t.waiting_since, t.estimated_tokens, t.pages, t.batch_id,
        coalesce(t.customer, '') IN (SELECT customer FROM quire_customers_over_budget(coalesce(%(now)s, now())))
-           AS over_budget
-FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[]);
+           AS over_budget,
+       coalesce(a.config_error, a.halt_reason) AS agent_cannot_run,
+       CASE WHEN a.throttled_until > coalesce(%(now)s, now())
+            THEN extract(epoch FROM a.throttled_until - coalesce(%(now)s, now()))::float8 END AS agent_paused_seconds
+FROM tasks t JOIN agents a ON a.name = t.agent
+WHERE t.id = ANY(%(ids)s::bigint[]);
 
 -- name: agent_learned_rates_one
 -- What an agent's recent completed attempts teach: tokens against the static estimate, the output
@@ -164,6 +169,12 @@ SELECT (SELECT count(*) FROM released) AS batches, coalesce(array_agg(id), '{}')
 -- name: task_events_notify
 -- Publishes logged events to listeners (the same payload the task triggers send).
 SELECT quire_notify_events(%(event_ids)s::bigint[]);
+
+-- name: batch_delete_if_empty
+-- An upload none of whose files became a task (all refused, or the request failed) leaves no row.
+DELETE FROM batches b
+WHERE b.id = %(batch_id)s AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id)
+RETURNING b.id;
 
 -- name: batch_set_forecast
 -- The forecast of an upload once all its files are in.

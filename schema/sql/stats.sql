@@ -87,6 +87,10 @@ FROM tasks t
 WHERE t.document_sha256 = ANY(%(sha256s)s::text[])
 ORDER BY t.document_sha256, (t.status = 'completed') DESC, t.id DESC;
 
+-- name: task_sha256_in_use_list
+-- Which of these documents any task refers to, whoever submitted it: a stored file they name stays.
+SELECT DISTINCT t.document_sha256 FROM tasks t WHERE t.document_sha256 = ANY(%(sha256s)s::text[]);
+
 -- name: stats_throughput_series
 -- Submissions and outcomes per time bucket, for the throughput chart.
 SELECT 'submitted' AS series, date_bin(%(bucket)s::interval, t.created_at, %(origin)s::timestamptz) AS bucket,

@@ -103,7 +103,7 @@ WITH seed AS MATERIALIZED (
     FROM agents a
     JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
       ON s.executor IS NULL OR s.executor = a.executor
-    WHERE a.config_error IS NULL  -- a misconfigured agent's tasks wait
+    WHERE a.config_error IS NULL AND a.halt_reason IS NULL  -- a misconfigured or halted agent's tasks wait
       AND (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
       AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL
                                         AND a.effective_tpm IS NULL AND a.effective_concurrency IS NULL))
