@@ -24,3 +24,9 @@ class ConfigurationError(AgentError):
     """The agent was started without a setting it needs (endpoint, model, secret)."""
 
     retryable = True
+
+
+class Stopped(AgentError):
+    """The orchestrator asked the run to end (SIGTERM: its task was cancelled or taken back)."""
+
+    retryable = True

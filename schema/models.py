@@ -86,6 +86,15 @@ class Agent:
     effective_concurrency: int | None = None
     throttled_until: datetime | None = None
     rate_limited_total: int = 0
+    # An operator's pause: nothing new starts from paused_at until paused_until (None: until resumed).
+    paused_at: datetime | None = None
+    paused_until: datetime | None = None
+    paused_reason: str | None = None
+    paused_by: str | None = None
+
+    def paused(self, now: datetime) -> bool:
+        """Whether the agent is paused at `now` (a pause whose time has passed has ended)."""
+        return self.paused_at is not None and (self.paused_until is None or self.paused_until > now)
 
     @property
     def throttled(self) -> bool:
@@ -188,6 +197,7 @@ class Task:
     finished_at: datetime | None
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
+    held_seconds: float = 0.0         # time held before an operator released it (not queue time)
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 

@@ -19,7 +19,7 @@ TASK_SORT_KEYS: dict[str, str] = {
     "id": "t.id", "created_at": "t.created_at", "finished_at": "t.finished_at", "status": "t.status",
     "agent": "t.agent", "customer": "t.customer", "priority": "t.priority",
     "document_name": "t.document_name", "pages": "t.pages", "confidence": "t.confidence",
-    "tokens": "t.tokens", "llm_cost_usd": "t.llm_cost_usd", "latency_s": "(t.finished_at - t.created_at)",
+    "tokens": "t.tokens", "llm_cost_usd": "t.llm_cost_usd", "latency_s": "t.latency_s",
 }
 
 NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
