@@ -198,6 +198,10 @@ class Task:
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
     held_seconds: float = 0.0         # time held before an operator released it (not queue time)
+    # Why it waits while enqueued (schema.waiting.WaitReason), until when, and a detail.
+    waiting_reason: str | None = None
+    waiting_until: datetime | None = None
+    waiting_detail: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 
