@@ -34,7 +34,7 @@ class ForecastPanel:
                 self._figure("ETA", fmt.duration(plan.eta_seconds), "forecast-eta")
             ahead = f"{plan.ahead_tasks:,}" if plan.ahead_exact else f"about {plan.ahead_tasks:,}"
             tpm = f", {plan.max_tpm:,} tokens/min" if plan.max_tpm else ""
-            ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {plan.concurrency:.3g} at once"
+            ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {fmt.at_once(plan.concurrency)}"
                      f"{tpm}; {plan.basis}.").classes("text-sm quire-muted")
             self.actions = ui.row().classes("gap-2 items-center")
             self.comparison = ui.label("").classes("text-sm font-medium").props('data-testid="forecast-vs-actual"')

@@ -198,3 +198,10 @@ def event_words(status: str, prev: str | None) -> tuple[str, str]:
     if prev == "processing" and status == "enqueued":
         return status, "back in the queue (to run again)"
     return status, f"from {prev}"
+
+
+def at_once(runs: float) -> str:
+    """How many tasks run together, in whole numbers: an observed overlap of 1.99 is "about 2 at once"."""
+    n = max(1, round(runs))
+    text = "one at a time" if n == 1 else f"{n} at once"
+    return text if abs(runs - n) < 0.05 or runs < 1 else f"about {text}"

@@ -60,3 +60,17 @@ def test_the_time_to_resume_is_read_in_plain_words():
         parse_until("tomorrow")
     with pytest.raises(ValueError, match="must be in the future"):
         parse_until("2001-01-01 00:00")
+
+
+def test_tasks_at_once_are_whole_numbers():
+    assert [fmt.at_once(x) for x in (1.0, 1.99, 1.8, 3.4, 0.7)] == [
+        "one at a time", "2 at once", "about 2 at once", "about 3 at once", "one at a time"]
+
+
+def test_a_budget_out_of_range_is_answered_in_plain_words():
+    from app.components.budgets import budget_problem
+
+    assert budget_problem(None) is None and budget_problem(0) is None and budget_problem(250.5) is None
+    assert budget_problem(-1) == "A budget cannot be negative. Enter 0 or more, or leave it empty for no budget."
+    assert budget_problem(2e9) == "A monthly budget can be at most 1,000,000,000 USD."
+    assert "monthly_llm_budget_usd" not in (budget_problem(-1) + budget_problem(2e9))
