@@ -270,6 +270,7 @@ class RunTable:
             # It reported by itself and is on its way out; kill it only if it lingers.
             run.kill_after = now + self.config.reported_exit_grace_seconds
             return
+        run.cancel_seen = run.cancel_seen or status is AttemptStatus.CANCELLED
         run.executor.stop(run.handle)
         grace = (self.config.cancel_grace_seconds if status is AttemptStatus.CANCELLED
                  else self.config.stop_grace_seconds)
@@ -339,6 +340,11 @@ class RunTable:
                     exit = run.exit
                     payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
                     outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
+                elif (done is not None and run.cancel_seen and done.reported_status is None
+                      and run.exit.report is not None):
+                    # Stopped by a cancel, the agent wrote what it spent until then: the report
+                    # changes nothing of the cancelled task, but its spend is kept on the attempt.
+                    outcome = self._report(run.attempt_id, run.exit.report, raise_db_errors=True)
                 with self._lock:
                     self._runs.pop(run.attempt_id, None)
                 self._log_end(run, done, outcome)

@@ -116,3 +116,32 @@ def test_agent_stopped_mid_call_reports_a_failure_with_its_spend_and_exits(tmp_p
     report = json.loads(out.read_text())
     assert report["status"] == "failed" and "stopped by the orchestrator" in report["error"]
     assert "input_tokens" in report and report["retryable"] is True
+
+
+def test_the_spend_a_cancelled_run_reports_before_it_ends_is_kept(pool, conn, tmp_path):
+    from schema.stats import StreamEvent
+    from tests.integration.worker.test_worker_runs import services
+    from tests.worker_helpers import settle_all
+
+    make_agent(conn, "docs", executor="local", lease_seconds=300)
+    task = make_task(conn, "docs")
+    # An agent that, asked to stop, writes what it spent so far to its report file and exits.
+    reporting = interpreter(tmp_path, "reporting", """
+out=""; while [ $# -gt 0 ]; do [ "$1" = "--out" ] && out="$2"; shift; done
+sleep 60 & child=$!
+trap 'kill $child; printf "%s" "{\\"status\\": \\"failed\\", \\"error\\": \\"stopped\\", \\"retryable\\": true, \\"input_tokens\\": 1200, \\"output_tokens\\": 30, \\"llm_cost_usd\\": 0.0042}" > "$out.partial"; mv "$out.partial" "$out"; exit 1' TERM
+wait""")
+    table, claimer, heartbeats = services(pool, tmp_path, python=reporting, rate=3.6)
+    claimer.run_once()
+    [run] = table.snapshot()
+    queue.cancel(conn, task.id, actor="operator@example.com")
+    events = [StreamEvent.from_notify({"e": 1, "id": task.id, "a": "docs", "s": "cancelled", "p": "processing"})]
+    assert table.note_cancelled(events)
+    heartbeats.run_once()
+    settle_all(table, heartbeats, timeout=10)
+    done = queue.get_task(conn, task.id)
+    attempt = done.attempts[0]
+    assert done.status.value == "cancelled" and attempt.status.value == "cancelled"
+    assert (attempt.input_tokens, attempt.output_tokens) == (1200, 30)
+    assert float(attempt.llm_cost_usd) == 0.0042
+    assert attempt.compute_seconds is not None and attempt.compute_cost_usd is not None
