@@ -25,8 +25,8 @@ class _AgentBase(BaseModel):
     @property
     def paused(self) -> bool:
         """Whether the agent is paused now: its running tasks finish, nothing new starts."""
-        until = self.paused_until  # type: ignore[attr-defined]
-        return self.paused_at is not None and (until is None or until > datetime.now(timezone.utc))  # type: ignore[attr-defined]
+        since, until = self.paused_at, self.paused_until  # type: ignore[attr-defined]
+        return since is not None and (until is None or until > datetime.now(timezone.utc))
 
 
 AgentOut = model_of(Agent, "AgentOut", base=_AgentBase, exclude=("settings",))

@@ -139,7 +139,8 @@ def table_row(row: TaskRow, now: datetime | None = None) -> dict[str, Any]:
             "latency": fmt.duration(row.latency_s) if status in (TaskStatus.COMPLETED, TaskStatus.FAILED) else fmt.DASH,
             "created": fmt.ago(row.created_at, now), "created_exact": fmt.exact(row.created_at),
             "error": row.error if status is TaskStatus.FAILED else None,
-            "waiting": waiting_text(row.waiting_reason, row.waiting_until, now) if status is TaskStatus.ENQUEUED else None,
+            "waiting": (waiting_text(row.waiting_reason, row.waiting_until, now)
+                        if status is TaskStatus.ENQUEUED else None),
             "waiting_detail": row.waiting_detail}
 
 

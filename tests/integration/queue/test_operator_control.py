@@ -28,7 +28,8 @@ def test_claims_skip_a_paused_agent_until_resumed(conn, cap):
     paused = queue.pause_agent(conn, "docs", actor="op@example.com", reason="quota spent", now=now)
     assert paused.paused(now) and paused.paused_reason == "quota spent" and paused.paused_by == "op@example.com"
     assert queue.claim(conn, agent="docs", worker_id="w", limit=10, now=now) == []
-    assert [c.task.id for c in queue.claim_many(conn, worker_id="w", slots={"local": ("local", 10)}, now=now)] == [theirs.id]
+    claimed = queue.claim_many(conn, worker_id="w", slots={"local": ("local", 10)}, now=now)
+    assert [c.task.id for c in claimed] == [theirs.id]
     assert queue.agents_with_backlog(conn, now=now) == []
     # The running task finishes as usual.
     queue.apply_callback(conn, claim.attempt_id, {"status": "completed", "result": {"ok": True}})

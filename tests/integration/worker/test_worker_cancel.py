@@ -14,10 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from schema import queue
 from schema.settings import Settings
+from schema.stats import StreamEvent
 from tests.factories import make_agent, make_task
-from tests.integration.worker.test_worker_runs import interpreter
+from tests.integration.worker.test_worker_runs import interpreter, services
 from tests.waiting import wait_until, wait_until_async
-from tests.worker_helpers import REPO, group_running, make_invoice_pdf
+from tests.worker_helpers import REPO, group_running, make_invoice_pdf, settle_all
 from worker import daemon as daemon_module
 from worker.daemon import WorkerDaemon
 from worker.executors import LocalConfig
@@ -119,17 +120,15 @@ def test_agent_stopped_mid_call_reports_a_failure_with_its_spend_and_exits(tmp_p
 
 
 def test_the_spend_a_cancelled_run_reports_before_it_ends_is_kept(pool, conn, tmp_path):
-    from schema.stats import StreamEvent
-    from tests.integration.worker.test_worker_runs import services
-    from tests.worker_helpers import settle_all
-
     make_agent(conn, "docs", executor="local", lease_seconds=300)
     task = make_task(conn, "docs")
     # An agent that, asked to stop, writes what it spent so far to its report file and exits.
     reporting = interpreter(tmp_path, "reporting", """
 out=""; while [ $# -gt 0 ]; do [ "$1" = "--out" ] && out="$2"; shift; done
 sleep 60 & child=$!
-trap 'kill $child; printf "%s" "{\\"status\\": \\"failed\\", \\"error\\": \\"stopped\\", \\"retryable\\": true, \\"input_tokens\\": 1200, \\"output_tokens\\": 30, \\"llm_cost_usd\\": 0.0042}" > "$out.partial"; mv "$out.partial" "$out"; exit 1' TERM
+report='{"status": "failed", "error": "stopped", "retryable": true, "input_tokens": 1200, "output_tokens": 30, '\
+'"llm_cost_usd": 0.0042}'
+trap 'kill $child; printf "%s" "$report" > "$out.partial"; mv "$out.partial" "$out"; exit 1' TERM
 wait""")
     table, claimer, heartbeats = services(pool, tmp_path, python=reporting, rate=3.6)
     claimer.run_once()
