@@ -82,7 +82,7 @@ class KpiBoard:
                                if summary.tasks_with_usage else "no usage reported yet")
         self.llm_cost[0].text, self.llm_cost[1].text = llm_cost_tile(summary)
         self.latency[0].text = fmt.duration(summary.median_latency_s)
-        self.latency[1].text = (f"p95 {fmt.duration(summary.p95_latency_s)}, submission to completion"
+        self.latency[1].text = (f"p95 {fmt.duration(summary.p95_latency_s)}, submission to completion less time held"
                                 if summary.median_latency_s is not None else "no completed tasks")
         self.confidence[0].text = fmt.percent(summary.avg_confidence)
         self.confidence[1].text = ("over completed documents" if summary.avg_confidence is not None
