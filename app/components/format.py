@@ -35,6 +35,8 @@ def llm_cost(attempts) -> str:
 
 def compute_cost(attempts) -> str:
     """A task's compute cost over its attempts; "pending" while billing has not priced a job run."""
+    if not attempts:
+        return DASH
     known = sum((a.compute_cost_usd or 0) for a in attempts)
     dbus = sum((a.dbus or 0) for a in attempts)
     text = money(known) + (f" ({float(dbus):,.2f} DBU)" if dbus else "")

@@ -19,6 +19,9 @@ from schema.errors import NotFound
 from schema.models import Task
 from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
+# Why-waiting reasons under which the queue's pace says nothing of when the task starts.
+STOPPED_REASONS = ("agent_paused", "agent_misconfigured", "held", "customer_budget")
+
 RETRY_PRIORITIES = {-1: "its own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
 
@@ -182,7 +185,9 @@ class TaskView:
         self.spot_at, self.spot_dirty = time.monotonic(), False
         spot = (await foresight.queue_spots(self.pool, self.settings, [self.task.id])).get(self.task.id)
         if spot is not None:
-            self.spot.set_text(" · ".join(x for x in (spot.text, foresight.eta_text(spot.eta_seconds)) if x))
+            # No ETA while something other than the queue holds it: it would not start in that time.
+            eta = None if self.task.waiting_reason in STOPPED_REASONS else foresight.eta_text(spot.eta_seconds)
+            self.spot.set_text(" · ".join(x for x in (spot.text, eta) if x))
 
     async def refresh_if_dirty(self) -> None:
         if self.spot_dirty:

@@ -77,6 +77,7 @@ def test_an_operator_pauses_and_resumes_an_agent_from_the_dashboard(browser, app
         page.goto(f"{server.url}/tasks/{task.id}")
         expect(page.locator('[data-testid="waiting-reason"]')).to_contain_text("agent paused")
         expect(page.locator('[data-testid="waiting-reason"]')).to_contain_text("model endpoint quota spent")
+        expect(page.locator('[data-testid="queue-position"]')).to_have_text("next in line")  # no ETA while paused
         visit(page, f"{server.url}/dashboard")
         page.locator(f'[data-testid="agent-resume-{name}"]').click()
         expect(page.locator(f'[data-testid="agent-state-{name}"]')).to_have_text("running")
