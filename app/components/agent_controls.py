@@ -82,7 +82,7 @@ class AgentControls:
                     ui.button("Pause", icon="pause", on_click=lambda n=agent.name: self._ask_pause(n)) \
                         .props(f'flat dense size=sm color=warning data-testid="agent-pause-{agent.name}"')
         if paused:
-            ui.label(pause_text(agent, now)).classes("text-xs text-amber-800 w-full") \
+            ui.label(f"{agent.name}: {pause_text(agent, now)}").classes("text-xs text-amber-800 w-full break-words") \
                 .props(f'data-testid="agent-pause-text-{agent.name}"')
 
     async def _ask_pause(self, name: str) -> None:

@@ -36,7 +36,7 @@ def spend_note(summary: Summary) -> str:
 def llm_cost_tile(summary: Summary) -> tuple[str, str]:
     """The LLM cost card's figure and line: where no model was called it says so, never "$0.00"."""
     if not summary.input_tokens and not summary.output_tokens and not summary.llm_cost_usd:
-        return "no LLM used", ("no task called a model (the offline extractor)" if summary.total
+        return "no LLM used", ("no task called a model" if summary.total
                                else "no tasks")
     if not summary.llm_cost_usd and summary.unpriced_attempts:
         return "unpriced", spend_note(summary)
