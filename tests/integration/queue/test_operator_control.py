@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from schema import customers, forecast, queue, stats
+from schema import customers, forecast, queue, stats, worker_queries
 from schema.errors import InvalidArgument, UnknownAgent
 from schema.waiting import WaitReason, task_wait_reason_list
 from tests.factories import make_agent, make_task
@@ -69,6 +69,8 @@ def test_each_waiting_task_says_why_it_waits(conn):
     make_agent(conn, "tokens", max_tpm=1500)
     make_agent(conn, "paused")
     make_agent(conn, "limited")
+    make_agent(conn, "broken")
+    worker_queries.agent_set_config_error(conn, "broken", "the executor 'spark' is unknown")
     customers.customer_budget_set(conn, "spent", 0.1, actor="op", now=now)
     old = now - timedelta(minutes=5)
     make_task(conn, "free", customer="spent", now=old - timedelta(minutes=1))
@@ -93,12 +95,15 @@ def test_each_waiting_task_says_why_it_waits(conn):
     (claim,) = queue.claim(conn, agent="limited", worker_id="w", now=now)
     queue.apply_callback(conn, claim.attempt_id, {"status": "failed", "error": "boom", "retryable": True})
     run_after = queue.get_task(conn, retried.id).run_after
-    ids = [turn.id, budget.id, held.id, capped.id, tokens.id, paused.id, retried.id]
+    broken = make_task(conn, "broken", now=old)
+    ids = [turn.id, budget.id, held.id, capped.id, tokens.id, paused.id, retried.id, broken.id]
     why = task_wait_reason_list(conn, ids, now=now)
     assert {i: w.reason for i, w in why.items()} == {
         turn.id: WaitReason.FAIR_SHARE, budget.id: WaitReason.CUSTOMER_BUDGET, held.id: WaitReason.HELD,
         capped.id: WaitReason.CONCURRENCY_CAP, tokens.id: WaitReason.TOKEN_BUDGET,
-        paused.id: WaitReason.AGENT_PAUSED, retried.id: WaitReason.RETRY_BACKOFF}
+        paused.id: WaitReason.AGENT_PAUSED, retried.id: WaitReason.RETRY_BACKOFF,
+        broken.id: WaitReason.AGENT_MISCONFIGURED}
+    assert why[broken.id].detail == "the executor 'spark' is unknown"
     assert why[retried.id].until == run_after and run_after > now
     assert why[capped.id].detail == "1 of 1 running"
     assert why[paused.id].detail == "maintenance" and why[paused.id].until is None
