@@ -7,14 +7,16 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from agents.callback import (
     CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, databricks_auth_headers, resolve_secret,
 )
 from agents.durable import is_volume_path, write_report
-from agents.errors import ConfigurationError
+from agents.errors import ConfigurationError, Stopped
 from agents.runner import EXIT_FAILED, run
 
 log = logging.getLogger("agents")
@@ -87,7 +89,8 @@ def command_run(args: argparse.Namespace) -> int:
             beat_client = CallbackClient(secret, auth_headers=auth)
             stack.callback(beat_client.close)
             stack.enter_context(Heartbeat(beat_client, args.heartbeat_url))
-        outcome = run(args.document, args.extractor, args.attempt_id)
+        with stopped_by_sigterm():
+            outcome = run(args.document, args.extractor, args.attempt_id)
     text = json.dumps(outcome.payload, ensure_ascii=False, indent=2)
     if args.out:
         # Written whole, then renamed: whoever reads the file sees all of the report or none of it.
@@ -110,6 +113,24 @@ def command_run(args: argparse.Namespace) -> int:
     finally:
         client.close()
     return outcome.exit_code
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise Stopped("stopped by the orchestrator (its task was cancelled or its attempt ended)")
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm():
+    """While the agent works, SIGTERM ends the run as a failure that still reports the tokens spent
+    so far: the orchestrator keeps the spend up to a cancel. Outside it, SIGTERM ends the process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def keep_in_volume(args: argparse.Namespace, payload: dict, secret: str) -> bool:

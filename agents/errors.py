@@ -32,3 +32,8 @@ class EndpointRefused(ExtractionError):
 
     retryable = False
     agent_cannot_run = True
+
+class Stopped(AgentError):
+    """The orchestrator asked the run to end (SIGTERM: its task was cancelled or taken back)."""
+
+    retryable = True

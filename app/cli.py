@@ -1,5 +1,5 @@
-"""The `quire` command line: migrate, db-url, db-stop, submit, status, worker, serve, up, requirements,
-grants."""
+"""The `quire` command line: migrate, db-url, db-stop, submit, status, pause, resume, worker, serve, up,
+requirements, grants."""
 
 from __future__ import annotations
 
@@ -24,11 +24,26 @@ def _prepare():
     from schema.bootstrap import prepare_database
     from worker.agent_check import check_agents
 
+    from schema import queue
+
     dsn = prepare_database(_settings())
     with db.connect(dsn) as conn:
         for agent, error in check_agents(conn).items():
             print(f"agent {agent!r} will not run until its configuration is fixed: {error}", file=sys.stderr)
+        for agent in queue.list_agents(conn):
+            print(agent_line(agent))
     return dsn
+
+
+def agent_line(agent) -> str:
+    """How start-up names an agent: its executor, model and prices, or that its costs are unpriced."""
+    model = f"model {agent.model}" if agent.model else "no model (no LLM calls)"
+    if agent.price_input_per_mtok is not None and agent.price_output_per_mtok is not None:
+        prices = (f"${float(agent.price_input_per_mtok):g} in / ${float(agent.price_output_per_mtok):g} out "
+                  "per million tokens")
+    else:
+        prices = "no prices: costs shown as unpriced"
+    return f"agent {agent.name}: {agent.executor} executor, {model}, {prices}"
 
 
 def _database() -> str:
@@ -36,7 +51,8 @@ def _database() -> str:
     from schema import db
     from schema.migrate import pending
 
-    dsn = db.database_url(_settings())
+    # A command that only reads never makes a new, empty database where there is none.
+    dsn = db.database_url(_settings(), create=False)
     with db.connect(dsn) as conn:
         missing = pending(conn)
     if missing:
@@ -125,6 +141,41 @@ def cmd_status(args) -> int:
     return 0
 
 
+def _when(text: str):
+    """An ISO 8601 time for --until (UTC when it names no zone)."""
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time (like 2026-01-31T18:00): {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def cmd_pause(args) -> int:
+    from datetime import datetime, timezone
+
+    from schema import db, queue
+
+    if args.until is not None and args.until <= datetime.now(timezone.utc):
+        raise ValueError("the time to resume must be in the future")
+    with db.connect(_database()) as conn:
+        agent = queue.pause_agent(conn, args.agent, actor=args.by, until=args.until, reason=args.reason)
+    until = f"until {agent.paused_until:%Y-%m-%d %H:%M} UTC" if agent.paused_until else "until resumed"
+    print(f"agent {agent.name} paused {until}: running tasks finish, nothing new starts"
+          + (f" ({agent.paused_reason})" if agent.paused_reason else ""))
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from schema import db, queue
+
+    with db.connect(_database()) as conn:
+        agent = queue.resume_agent(conn, args.agent)
+    print(f"agent {agent.name} resumed: its waiting tasks start again")
+    return 0
+
+
 def cmd_worker(args) -> int:
     from worker.daemon import run_worker
 
@@ -194,6 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="task counts per status and agent")
     status.add_argument("--json", action="store_true")
     status.set_defaults(fn=cmd_status)
+    pause = sub.add_parser("pause", help="pause an agent: running tasks finish, nothing new starts")
+    pause.add_argument("agent")
+    pause.add_argument("--until", type=_when, help="resume by itself at this ISO 8601 time (UTC if no zone)")
+    pause.add_argument("--reason", help="shown beside the agent and its waiting tasks")
+    pause.add_argument("--by", default="cli", help="who paused it (default cli)")
+    pause.set_defaults(fn=cmd_pause)
+    resume = sub.add_parser("resume", help="resume a paused agent")
+    resume.add_argument("agent")
+    resume.set_defaults(fn=cmd_resume)
     worker = sub.add_parser("worker", help="run the worker daemon alone")
     worker.add_argument("--concurrency", type=int, default=None)
     worker.set_defaults(fn=cmd_worker)

@@ -15,9 +15,9 @@ from psycopg_pool import ConnectionPool
 from app import figure_cache
 from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
-from schema import queue, stats
+from schema import queue, stats, waiting
 from schema.errors import InvalidTransition, NotFound, QuireError
-from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Task, TaskStatus
+from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Agent, Task, TaskStatus
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
 
@@ -160,8 +160,36 @@ async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before_id: int 
     return await _in_thread(pool, stats.task_list_after, flt, before_id=before_id, limit=limit)
 
 
+def _task_with_wait_reason(conn, task_id: int) -> Task:
+    return waiting.with_wait_reasons(conn, [queue.get_task(conn, task_id)])[0]
+
+
 async def task_detail(pool: ConnectionPool, task_id: int) -> Task:
-    return await _in_thread(pool, queue.get_task, task_id)
+    """One task with its attempts and timeline, and why it waits if it is enqueued."""
+    return await _in_thread(pool, _task_with_wait_reason, task_id)
+
+
+async def pause_agent(pool: ConnectionPool, agent: str, *, actor: str, until: datetime | None = None,
+                      reason: str | None = None) -> Agent:
+    """Pauses an agent: running tasks finish, nothing new starts until `until` or a resume."""
+    check_text("reason", reason)
+    if until is not None and until.tzinfo is None:
+        until = until.replace(tzinfo=timezone.utc)
+    agent_row = await _in_thread(pool, queue.pause_agent, agent, actor=actor, until=until, reason=reason)
+    forget_live(pool)
+    return agent_row
+
+
+async def resume_agent(pool: ConnectionPool, agent: str) -> Agent:
+    """Ends an agent's pause at once."""
+    agent_row = await _in_thread(pool, queue.resume_agent, agent)
+    forget_live(pool)
+    return agent_row
+
+
+async def agents(pool: ConnectionPool) -> list[Agent]:
+    """Every configured agent (its limits, pause and problems)."""
+    return await _in_thread(pool, queue.list_agents)
 
 
 async def batch_status(pool: ConnectionPool, ids: list[int]) -> dict[int, dict[str, Any]]:

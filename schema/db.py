@@ -120,9 +120,10 @@ def stop_embedded(data_dir: Path) -> bool:
     return True
 
 
-def database_url(settings=None) -> str:
+def database_url(settings=None, *, create: bool = True) -> str:
     """The DSN in use: Lakebase (with its token provider installed), QUIRE_DATABASE_URL, or the
-    embedded server (started if needed)."""
+    embedded server (started if needed). With `create` False, an embedded database that does not
+    exist yet is not made: NoDatabase says where it was looked for."""
     if settings is None:
         from schema.settings import get_settings
 
@@ -135,6 +136,13 @@ def database_url(settings=None) -> str:
         return settings.database_url or dsn_from_environment()
     if settings.database_url:
         return settings.database_url
+    if not create and not (embedded_pgdata(settings.data_dir) / "PG_VERSION").exists():
+        from schema.errors import NoDatabase
+
+        raise NoDatabase(
+            f"there is no Quire database in {Path(settings.data_dir).resolve()}: run this command where "
+            "`quire up` runs, or set QUIRE_DATA_DIR to that folder (or QUIRE_DATABASE_URL to the "
+            "database); `quire migrate` makes a new, empty database here")
     return start_embedded(settings.data_dir)
 
 

@@ -35,3 +35,7 @@ class InvalidTransition(QuireError):
 
 class TransactionInProgress(QuireError):
     """An engine call was made on a connection already inside a transaction."""
+
+
+class NoDatabase(QuireError):
+    """A command that only reads found no database where it looked (and must not create one)."""

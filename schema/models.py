@@ -101,6 +101,16 @@ class Agent:
         """Why nothing is claimed for this agent (misconfigured or halted), or None when it runs."""
         return self.config_error or self.halt_reason
 
+    # An operator's pause: nothing new starts from paused_at until paused_until (None: until resumed).
+    paused_at: datetime | None = None
+    paused_until: datetime | None = None
+    paused_reason: str | None = None
+    paused_by: str | None = None
+
+    def paused(self, now: datetime) -> bool:
+        """Whether the agent is paused at `now` (a pause whose time has passed has ended)."""
+        return self.paused_at is not None and (self.paused_until is None or self.paused_until > now)
+
     @property
     def throttled(self) -> bool:
         return any(v is not None for v in (self.max_concurrent_tasks, self.max_tpm, self.effective_tpm,
@@ -202,6 +212,11 @@ class Task:
     finished_at: datetime | None
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
+    held_seconds: float = 0.0         # time held before an operator released it (not queue time)
+    # Why it waits while enqueued (schema.waiting.WaitReason), until when, and a detail.
+    waiting_reason: str | None = None
+    waiting_until: datetime | None = None
+    waiting_detail: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 

@@ -149,6 +149,35 @@ def list_agents(conn: psycopg.Connection) -> list[Agent]:
     return [agent_from_row(r) for r in _rows(conn, "agent_list", {})]
 
 
+def pause_agent(conn: psycopg.Connection, name: str, *, actor: str, until: datetime | None = None,
+                reason: str | None = None, now: datetime | None = None) -> Agent:
+    """Pauses an agent (until a time, or until resumed): its running tasks finish, nothing new starts."""
+    _require_text(name, "agent name")
+    _require_text(actor, "actor")
+    if reason is not None:
+        reason = reason.strip() or None
+        if reason is not None and len(reason) > 500:
+            raise InvalidArgument("the reason must be at most 500 characters")
+    if until is not None and (until.tzinfo is None):
+        raise InvalidArgument("the pause's end needs a time zone")
+    with _tx(conn):
+        row = _row(conn, "agent_pause", {"agent": name, "until": until, "reason": reason, "actor": actor,
+                                         "now": now})
+    if row is None:
+        raise UnknownAgent(f"unknown agent {name!r}")
+    return agent_from_row(row)
+
+
+def resume_agent(conn: psycopg.Connection, name: str, *, now: datetime | None = None) -> Agent:
+    """Ends an agent's pause at once."""
+    _require_text(name, "agent name")
+    with _tx(conn):
+        row = _row(conn, "agent_resume", {"agent": name, "now": now})
+    if row is None:
+        raise UnknownAgent(f"unknown agent {name!r}")
+    return agent_from_row(row)
+
+
 def agents_with_backlog(conn: psycopg.Connection, *, now: datetime | None = None) -> list[str]:
     """Agents with at least one task claimable now."""
     return [r["name"] for r in _rows(conn, "agent_backlog_list", {"now": now})]

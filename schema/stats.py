@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from schema import rollups
+from schema import rollups, waiting
 from schema.models import TaskStatus, assemble, task_status
 from schema.sql import fetch_all, fetch_one, q, run_query
 
@@ -19,7 +19,7 @@ TASK_SORT_KEYS: dict[str, str] = {
     "id": "t.id", "created_at": "t.created_at", "finished_at": "t.finished_at", "status": "t.status",
     "agent": "t.agent", "customer": "t.customer", "priority": "t.priority",
     "document_name": "t.document_name", "pages": "t.pages", "confidence": "t.confidence",
-    "tokens": "t.tokens", "llm_cost_usd": "t.llm_cost_usd", "latency_s": "(t.finished_at - t.created_at)",
+    "tokens": "t.tokens", "llm_cost_usd": "t.llm_cost_usd", "latency_s": "t.latency_s",
 }
 
 NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
@@ -99,6 +99,11 @@ class TaskRow:
     output_tokens: int | None
     llm_cost_usd: Decimal | None
     compute_cost_usd: Decimal | None
+    held_seconds: float = 0.0               # time held for review, not counted in latency_s
+    # Why an enqueued task waits (schema.waiting.WaitReason), until when, and a detail.
+    waiting_reason: str | None = None
+    waiting_until: datetime | None = None
+    waiting_detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +255,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
         order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
     rows = run_query(conn, query, params)
     cursor = (rows[-1]["sort_value"], rows[-1]["id"]) if len(rows) == limit else None
-    return [_task_row(r) for r in rows], cursor
+    return waiting.with_wait_reasons(conn, [_task_row(r) for r in rows]), cursor
 
 
 @dataclass(frozen=True)
@@ -276,7 +281,7 @@ def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int
                     limit: int) -> list[TaskRow]:
     """Up to `limit` tasks older than `before_id` (newest first)."""
     rows = _run(conn, "task_list_after", {**flt.params(), "before_id": before_id, "limit": limit})
-    return [_task_row(r) for r in rows]
+    return waiting.with_wait_reasons(conn, [_task_row(r) for r in rows])
 
 
 def _task_row(row: dict[str, Any]) -> TaskRow:
@@ -285,6 +290,8 @@ def _task_row(row: dict[str, Any]) -> TaskRow:
     values["status"] = TaskStatus(values["status"])
     if values.get("latency_s") is not None:
         values["latency_s"] = float(values["latency_s"])
+    if values.get("held_seconds") is not None:
+        values["held_seconds"] = float(values["held_seconds"])
     return TaskRow(**values)
 
 

@@ -175,6 +175,23 @@ def group_exists(pgid: int) -> bool:
     return True
 
 
+def group_running(pgid: int) -> bool:
+    """Whether a process of this group still runs: dead members waiting to be reaped (zombies,
+    which an orphan stays until the machine's init reaps it) do not count."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its closing paren.
+        state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
 def settle_all(table, heartbeats, timeout: float = 30) -> None:
     """Rounds of the worker's heartbeats until its run table is empty (every run ended and settled)."""
     def done() -> bool:

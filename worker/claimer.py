@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
 import psycopg
@@ -237,8 +238,10 @@ class Claimer:
 
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
+        now = datetime.now(timezone.utc)
         throttled = sorted(name for name, a in agents.items()
-                           if a.throttled and a.executor in self.executors and not a.cannot_run)
+                           if a.throttled and a.executor in self.executors and not a.cannot_run
+                           and not a.paused(now))
         if not throttled:
             return 0
         start = next(self._turn) % len(throttled)
@@ -358,7 +361,17 @@ class Claimer:
         expiry = self.ahead.next_expiry_in()
         if expiry is not None:
             wait = min(wait, expiry + 0.01)
+        resumes = self._pause_ends_in()
+        if resumes is not None:
+            wait = min(wait, resumes + 0.01)
         return wait
+
+    def _pause_ends_in(self) -> float | None:
+        """Seconds until the first agent paused until a time resumes by itself (nothing notifies then)."""
+        now = datetime.now(timezone.utc)
+        ends = [(a.paused_until - now).total_seconds() for a in self._agents.values()
+                if a.paused(now) and a.paused_until is not None]
+        return max(0.0, min(ends)) if ends else None
 
     def _next_wait(self) -> float:
         if not self._ran_dry:  # every slot was filled: the end of a run wakes the claimer

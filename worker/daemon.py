@@ -173,6 +173,8 @@ class WorkerDaemon:
         folder = RollupFolder(pool, self.worker_id, FolderConfig(interval_seconds=self.settings.rollup_fold_seconds))
         unregister = [
             self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
+            # A cancel stops its run now, not at the run's next heartbeat.
+            self.listener.on_events(lambda events: beat_wake.set() if table.note_cancelled(events) else None),
             # Notifications may have been lost (a reconnect): look for work at once.
             self.listener.on_missed(claim_wake.set),
             self.listener.on_missed(claimer.agents_changed),

@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 from schema import db, queue, settlement
 from schema.errors import InvalidPayload, QuireError
-from schema.models import Agent, AttemptStatus, Claim
+from schema.models import Agent, AttemptStatus, Claim, TaskStatus
+from schema.stats import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
 from worker.metrics import PROCESS, observe_report
@@ -30,6 +31,8 @@ class Run:
     exit: Exit | None = None
     handing_back: bool = False
     report_seen_at: float | None = None
+    # Its task was cancelled (the event came through LISTEN): the next look stops it.
+    cancel_seen: bool = False
 
     @property
     def attempt_id(self) -> int:
@@ -45,6 +48,9 @@ class RunTableConfig:
     callback_base_url: str | None = None
     compute_rate_usd_per_hour: float = 0.0
     stop_grace_seconds: float = 5.0
+    # A cancelled run is asked to end, then killed after this long: an operator's cancel bites
+    # within about a second, where a superseded run may take the longer grace to report.
+    cancel_grace_seconds: float = 1.0
     reported_exit_grace_seconds: float = 30.0
     # How long a run that wrote its report file may go on delivering it before the worker applies
     # the file itself (its callback's host may be down), and how long while the worker stops.
@@ -55,7 +61,7 @@ class RunTableConfig:
     def __post_init__(self):
         if not self.worker_id:
             raise ValueError("worker_id must not be empty")
-        if self.compute_rate_usd_per_hour < 0 or self.stop_grace_seconds < 0:
+        if self.compute_rate_usd_per_hour < 0 or min(self.stop_grace_seconds, self.cancel_grace_seconds) < 0:
             raise ValueError("rates and grace periods must not be negative")
 
 
@@ -203,6 +209,9 @@ class RunTable:
             if settle:
                 self.settle(run)
             return True
+        if run.cancel_seen and run.stop_requested_at is None:
+            self.lease_lost(run, AttemptStatus.CANCELLED)
+            return False
         if run.stop_requested_at is None and self._report_written(run, now):
             self.apply_written_report(run)
             return False
@@ -261,10 +270,29 @@ class RunTable:
             # It reported by itself and is on its way out; kill it only if it lingers.
             run.kill_after = now + self.config.reported_exit_grace_seconds
             return
+        run.cancel_seen = run.cancel_seen or status is AttemptStatus.CANCELLED
         run.executor.stop(run.handle)
-        run.kill_after = now + self.config.stop_grace_seconds
+        grace = (self.config.cancel_grace_seconds if status is AttemptStatus.CANCELLED
+                 else self.config.stop_grace_seconds)
+        run.kill_after = now + grace
         logs.change("attempt", "stopping", attempt=run.attempt_id, task=run.claim.task.id,
                     reason=status.value, worker=self.config.worker_id)
+
+    def note_cancelled(self, events: list[StreamEvent]) -> bool:
+        """Marks the runs of tasks these events cancelled, to be stopped at the next look (the
+        heartbeats' thread: stopping a remote run is a network call); True if any runs here.
+
+        The events come through LISTEN the moment a cancel commits, so a cancelled run gets its
+        signal at once instead of at its next heartbeat (a third of its lease later)."""
+        cancelled = {e.task_id for e in events if e.status is TaskStatus.CANCELLED}
+        if not cancelled:
+            return False
+        with self._lock:
+            runs = [r for r in self._runs.values()
+                    if r.claim.task.id in cancelled and r.stop_requested_at is None]
+            for run in runs:
+                run.cancel_seen = True
+        return bool(runs)
 
     # -- ending ---------------------------------------------------------------------------------
 
@@ -312,6 +340,11 @@ class RunTable:
                     exit = run.exit
                     payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
                     outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
+                elif (done is not None and run.cancel_seen and done.reported_status is None
+                      and run.exit.report is not None):
+                    # Stopped by a cancel, the agent wrote what it spent until then: the report
+                    # changes nothing of the cancelled task, but its spend is kept on the attempt.
+                    outcome = self._report(run.attempt_id, run.exit.report, raise_db_errors=True)
                 with self._lock:
                     self._runs.pop(run.attempt_id, None)
                 self._log_end(run, done, outcome)

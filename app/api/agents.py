@@ -1,17 +1,42 @@
-"""Agent routes: which agents cannot run and why, and an operator's clearing of a halted one."""
+"""Agents: list them, pause or resume one, see which cannot run and why, and clear a halted one."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
 from psycopg_pool import ConnectionPool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, computed_field
 
 from app import services
 from app.api.common import get_pool
+from app.api.schemas import model_of
 from app.auth import Identity, require_operator, require_user
-from schema.models import MAX_NAME_CHARS
+from schema.errors import InvalidArgument, UnknownAgent
+from schema.models import MAX_NAME_CHARS, Agent
 
-router = APIRouter(prefix="/api/agents", tags=["agents"])
+router = APIRouter(prefix="/api", tags=["agents"])
+
+
+class _AgentBase(BaseModel):
+    model_config = {"from_attributes": True}
+
+    @computed_field
+    @property
+    def paused(self) -> bool:
+        """Whether the agent is paused now: its running tasks finish, nothing new starts."""
+        since, until = self.paused_at, self.paused_until  # type: ignore[attr-defined]
+        return since is not None and (until is None or until > datetime.now(timezone.utc))
+
+
+AgentOut = model_of(Agent, "AgentOut", base=_AgentBase, exclude=("settings",))
+
+
+class PauseIn(BaseModel):
+    """How long and why: without `until` the pause lasts until a resume."""
+
+    until: datetime | None = Field(None, description="resume by itself at this time (ISO 8601; UTC if no zone)")
+    reason: str | None = Field(None, max_length=500, description="shown beside the agent and its waiting tasks")
 
 
 class AgentProblemOut(BaseModel):
@@ -20,7 +45,21 @@ class AgentProblemOut(BaseModel):
     halted: bool  # True: halted on what its runs showed; an operator may clear it
 
 
-@router.get("/problems", response_model=list[AgentProblemOut])
+AGENT_NAME = PathParam(..., min_length=1, max_length=MAX_NAME_CHARS)
+
+
+def _no_nul(name: str) -> None:
+    if "\x00" in name:
+        raise HTTPException(status_code=422, detail="Agent names must not contain a NUL character")
+
+
+@router.get("/agents", response_model=list[AgentOut])  # type: ignore[valid-type]
+async def list_agents(_: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool)):
+    """Every agent with its limits and whether it is paused."""
+    return [AgentOut.model_validate(a) for a in await services.agents(pool)]
+
+
+@router.get("/agents/problems", response_model=list[AgentProblemOut])
 async def get_agent_problems(_: Identity = Depends(require_user),
                              pool: ConnectionPool = Depends(get_pool)) -> list[AgentProblemOut]:
     """The agents nothing is claimed for (misconfigured or halted), and why: their tasks wait."""
@@ -29,14 +68,44 @@ async def get_agent_problems(_: Identity = Depends(require_user),
             for name, reason in sorted(problems.items())]
 
 
-@router.post("/{agent}/clear-halt", status_code=204,
+@router.post("/agents/{name}/pause", response_model=AgentOut,
+             responses={403: {"description": "not an operator"}, 404: {"description": "no such agent"}})
+async def pause_agent(body: PauseIn, name: str = AGENT_NAME, who: Identity = Depends(require_operator),
+                      pool: ConnectionPool = Depends(get_pool)):
+    """Pauses an agent, until `until` or a resume: running tasks finish, nothing new starts."""
+    _no_nul(name)
+    until = body.until if body.until is None or body.until.tzinfo else body.until.replace(tzinfo=timezone.utc)
+    if until is not None and until <= datetime.now(timezone.utc):
+        raise HTTPException(status_code=422, detail="the time to resume must be in the future")
+    try:
+        agent = await services.pause_agent(pool, name, actor=who.name, until=until, reason=body.reason)
+    except UnknownAgent as exc:
+        raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
+    except (InvalidArgument, ValueError) as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    return AgentOut.model_validate(agent)
+
+
+@router.post("/agents/{name}/resume", response_model=AgentOut,
+             responses={403: {"description": "not an operator"}, 404: {"description": "no such agent"}})
+async def resume_agent(name: str = AGENT_NAME, _: Identity = Depends(require_operator),
+                       pool: ConnectionPool = Depends(get_pool)):
+    """Ends an agent's pause at once: its waiting tasks start again."""
+    _no_nul(name)
+    try:
+        agent = await services.resume_agent(pool, name)
+    except UnknownAgent as exc:
+        raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
+    return AgentOut.model_validate(agent)
+
+
+@router.post("/agents/{name}/clear-halt", status_code=204,
              responses={403: {"description": "not an operator"}, 409: {"description": "not halted"}})
-async def clear_halt(agent: str = PathParam(..., min_length=1, max_length=MAX_NAME_CHARS),
-                     _: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> None:
+async def clear_halt(name: str = AGENT_NAME, _: Identity = Depends(require_operator),
+                     pool: ConnectionPool = Depends(get_pool)) -> None:
     """Lets a halted agent's tasks be claimed again (after its endpoint or key was fixed)."""
-    if "\x00" in agent:
-        raise HTTPException(status_code=422, detail="Agent names must not contain a NUL character")
-    if not await services.clear_agent_halt(pool, agent):
-        raise HTTPException(status_code=409, detail=f"agent {agent!r} is not halted")
+    _no_nul(name)
+    if not await services.clear_agent_halt(pool, name):
+        raise HTTPException(status_code=409, detail=f"agent {name!r} is not halted")
     services.forget_live(pool)
     return None

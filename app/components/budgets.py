@@ -8,7 +8,18 @@ from nicegui import ui
 
 from app.auth import Identity
 from app.components import format as fmt
-from schema.customers import CustomerBudget
+from schema.customers import MAX_BUDGET_USD, CustomerBudget
+
+
+def budget_problem(amount: float | None) -> str | None:
+    """What is wrong with a typed budget, in plain words (None: it can be saved; empty clears it)."""
+    if amount is None:
+        return None
+    if amount != amount or amount < 0:  # NaN or negative
+        return "A budget cannot be negative. Enter 0 or more, or leave it empty for no budget."
+    if amount > MAX_BUDGET_USD:
+        return f"A monthly budget can be at most {MAX_BUDGET_USD:,} USD."
+    return None
 
 
 class BudgetBoard:
@@ -25,7 +36,7 @@ class BudgetBoard:
                 if who.operator:
                     self.customer_in = ui.input("Customer").props('outlined dense data-testid="budget-customer"') \
                         .classes("w-48")
-                    self.amount_in = ui.number("Monthly LLM budget (USD)", min=0, step=10) \
+                    self.amount_in = ui.number("Monthly LLM budget (USD)", min=0, max=float(MAX_BUDGET_USD), step=10) \
                         .props('outlined dense data-testid="budget-amount"').classes("w-56")
                     ui.button("Set", icon="savings", on_click=self._save_form) \
                         .props('outline dense color=primary data-testid="budget-save"')
@@ -38,6 +49,10 @@ class BudgetBoard:
             ui.notify("Name the customer first.", type="warning", position="top")
             return
         amount = self.amount_in.value
+        problem = budget_problem(amount)
+        if problem:
+            ui.notify(problem, type="warning", position="top")
+            return
         if await self._on_save(customer, float(amount) if amount is not None else None):
             self.customer_in.value, self.amount_in.value = "", None
 

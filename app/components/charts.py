@@ -73,6 +73,10 @@ def throughput_figure(charts: Charts) -> dict[str, Any]:
 
 def cost_figure(rows: list[dict[str, Any]], *, horizontal: bool = False) -> dict[str, Any]:
     if not any(float(r["llm_cost_usd"]) or float(r["compute_cost_usd"]) for r in rows):
+        if rows and not any(r["tokens"] for r in rows):
+            return _empty("No LLM used and no compute rate set: nothing to price")
+        if rows:
+            return _empty("Tokens used but unpriced: set the agent's prices in quire.toml")
         return _empty("No spend recorded for these filters")
     keys = [r["key"] for r in rows]
     llm = [float(r["llm_cost_usd"]) for r in rows]

@@ -34,7 +34,7 @@ class ForecastPanel:
                 self._figure("ETA", fmt.duration(plan.eta_seconds), "forecast-eta")
             ahead = f"{plan.ahead_tasks:,}" if plan.ahead_exact else f"about {plan.ahead_tasks:,}"
             tpm = f", {plan.max_tpm:,} tokens/min" if plan.max_tpm else ""
-            ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {plan.concurrency:.3g} at once"
+            ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {fmt.at_once(plan.concurrency)}"
                      f"{tpm}; {plan.basis}.").classes("text-sm quire-muted")
             if plan.warning:  # the agent cannot run, or is paused: said before anyone waits on the ETA
                 ui.label(plan.warning).classes("text-sm text-red-800").props('data-testid="forecast-warning" role="alert"')

@@ -23,7 +23,11 @@ STATUS_ICONS = {
 
 def llm_cost(attempts) -> str:
     """A task's LLM cost over its attempts; "unpriced" when tokens were spent with no price, never $0."""
+    if not attempts:
+        return DASH
     known = sum((a.llm_cost_usd or 0) for a in attempts)
+    if not known and not any(a.llm_unpriced or (a.input_tokens or 0) + (a.output_tokens or 0) for a in attempts):
+        return "no LLM used"
     if any(a.llm_unpriced for a in attempts):
         return f"{money(known)} + unpriced" if known else "unpriced"
     return money(known)
@@ -31,6 +35,8 @@ def llm_cost(attempts) -> str:
 
 def compute_cost(attempts) -> str:
     """A task's compute cost over its attempts; "pending" while billing has not priced a job run."""
+    if not attempts:
+        return DASH
     known = sum((a.compute_cost_usd or 0) for a in attempts)
     dbus = sum((a.dbus or 0) for a in attempts)
     text = money(known) + (f" ({float(dbus):,.2f} DBU)" if dbus else "")
@@ -95,6 +101,19 @@ def when(moment: datetime | None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def until(moment: datetime, now: datetime | None = None) -> str:
+    """When something ends, as a person says it: "in 40 s", "in 3 h 05 min", or the time past a day."""
+    now = now or datetime.now(timezone.utc)
+    seconds = (moment - now).total_seconds()
+    if seconds <= 0:
+        return "any moment now"
+    if seconds < 60:
+        return f"in {max(1, round(seconds))} s"
+    if seconds < 86400:
+        return f"in {duration(seconds)}"
+    return f"until {exact(moment)}"
+
+
 def exact(moment: datetime | None) -> str:
     """A timestamp in UTC to the second, saying so: the text behind a relative time."""
     return DASH if moment is None else f"{when(moment)} UTC"
@@ -156,3 +175,35 @@ def value_text(value) -> str:
             return f"{len(value)} items"
         return ", ".join(value_text(v) for v in value) or DASH
     return str(value)
+
+
+# Attempt states in plain words (the stored values are identifiers).
+ATTEMPT_STATUS_WORDS = {
+    "processing": "running", "completed": "completed", "failed": "failed",
+    "lost": "lost (no heartbeat)", "superseded": "superseded (another attempt finished first)",
+    "cancelled": "cancelled", "handed_back": "handed back (its worker stopped)",
+}
+
+
+def attempt_status(value: str) -> str:
+    """An attempt's state as a person reads it."""
+    return ATTEMPT_STATUS_WORDS.get(value, value.replace("_", " "))
+
+
+def event_words(status: str, prev: str | None) -> tuple[str, str]:
+    """A timeline entry's title and line: a status change, or a release of a held task (its status
+    stays enqueued)."""
+    if prev is None:
+        return status, "submitted"
+    if prev == status == "enqueued":
+        return "released", "released from hold: it may run now"
+    if prev == "processing" and status == "enqueued":
+        return status, "back in the queue (to run again)"
+    return status, f"from {prev}"
+
+
+def at_once(runs: float) -> str:
+    """How many tasks run together, in whole numbers: an observed overlap of 1.99 is "about 2 at once"."""
+    n = max(1, round(runs))
+    text = "one at a time" if n == 1 else f"{n} at once"
+    return text if abs(runs - n) < 0.05 or runs < 1 else f"about {text}"

@@ -33,6 +33,16 @@ def spend_note(summary: Summary) -> str:
     return "; ".join(parts) or ("no usage reported yet" if not summary.tasks_with_usage else "no price configured")
 
 
+def llm_cost_tile(summary: Summary) -> tuple[str, str]:
+    """The LLM cost card's figure and line: where no model was called it says so, never "$0.00"."""
+    if not summary.input_tokens and not summary.output_tokens and not summary.llm_cost_usd:
+        return "no LLM used", ("no task called a model" if summary.total
+                               else "no tasks")
+    if not summary.llm_cost_usd and summary.unpriced_attempts:
+        return "unpriced", spend_note(summary)
+    return fmt.money(summary.llm_cost_usd), spend_note(summary)
+
+
 class KpiBoard:
     """Two rows of figure cards; the compute-cost card fetches on demand."""
 
@@ -70,10 +80,9 @@ class KpiBoard:
         self.tokens[0].text = f"{fmt.tokens(summary.input_tokens)} / {fmt.tokens(summary.output_tokens)}"
         self.tokens[1].text = (f"{fmt.tokens(total_tokens / summary.tasks_with_usage)} per task on average"
                                if summary.tasks_with_usage else "no usage reported yet")
-        self.llm_cost[0].text = fmt.money(summary.llm_cost_usd)
-        self.llm_cost[1].text = spend_note(summary)
+        self.llm_cost[0].text, self.llm_cost[1].text = llm_cost_tile(summary)
         self.latency[0].text = fmt.duration(summary.median_latency_s)
-        self.latency[1].text = (f"p95 {fmt.duration(summary.p95_latency_s)}, submission to completion"
+        self.latency[1].text = (f"p95 {fmt.duration(summary.p95_latency_s)}, submission to completion less time held"
                                 if summary.median_latency_s is not None else "no completed tasks")
         self.confidence[0].text = fmt.percent(summary.avg_confidence)
         self.confidence[1].text = ("over completed documents" if summary.avg_confidence is not None

@@ -96,7 +96,7 @@ def attempts_table(task: Task) -> None:
         rows = []
         for a in task.attempts:
             took = (a.finished_at - a.started_at).total_seconds() if a.finished_at else None
-            rows.append({"no": a.attempt_no, "status": a.status.value,
+            rows.append({"no": a.attempt_no, "status": fmt.attempt_status(a.status.value),
                          "worker": f"{a.worker_id} / {a.executor or fmt.DASH}", "run": a.job_run_id or fmt.DASH,
                          "trace": a.trace_id or fmt.DASH,
                          "tokens": f"{fmt.tokens(a.input_tokens)} / {fmt.tokens(a.output_tokens)}",
@@ -118,7 +118,8 @@ def timeline(task: Task) -> None:
         with ui.timeline(side="right", layout="dense").props('data-testid="timeline"'):
             for event in reversed(task.events):
                 status = event.status.value
+                prev = event.prev_status.value if event.prev_status else None
                 subtitle = fmt.when(event.at) + (f" · {event.actor}" if event.actor else "")
-                ui.timeline_entry(f"from {event.prev_status.value}" if event.prev_status else "submitted",
-                                  title=status, subtitle=subtitle, icon=fmt.STATUS_ICONS.get(status),
+                title, body = fmt.event_words(status, prev)
+                ui.timeline_entry(body, title=title, subtitle=subtitle, icon=fmt.STATUS_ICONS.get(status),
                                   color=fmt.STATUS_COLORS.get(status))

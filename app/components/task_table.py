@@ -13,6 +13,7 @@ from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
 from schema.models import TaskStatus
 from schema.stats import TaskCount, TaskFilter, TaskRow
+from schema.waiting import REASON_WORDS, WaitReason
 
 RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 MAX_CURSOR_WALK = 50
@@ -38,6 +39,8 @@ STATUS_SLOT = """
 <q-td :props="props">
   <q-badge :color="props.row.status_color" :label="props.value" class="q-px-sm q-py-xs"
            :data-testid="'status-' + props.row.id" />
+  <div v-if="props.row.waiting" class="text-caption quire-muted ellipsis" style="max-width: 200px"
+       :title="props.row.waiting_detail" :data-testid="'waiting-' + props.row.id">{{ props.row.waiting }}</div>
 </q-td>"""
 DOCUMENT_SLOT = """
 <q-td :props="props" style="max-width: 280px">
@@ -73,6 +76,8 @@ CARD_SLOT = f"""
         <q-checkbox dense v-model="props.selected" />
         <q-badge :color="props.row.status_color" :label="props.row.status" class="q-px-sm q-py-xs"
                  :data-testid="'status-' + props.row.id" />
+        <span v-if="props.row.waiting" class="text-caption quire-muted ellipsis"
+              :title="props.row.waiting_detail" :data-testid="'waiting-' + props.row.id">{{{{ props.row.waiting }}}}</span>
         <q-space />{ACTION_BUTTONS}
       </div>
       <a :href="'/tasks/' + props.row.id" class="text-primary ellipsis block q-mt-xs"
@@ -133,7 +138,21 @@ def table_row(row: TaskRow, now: datetime | None = None) -> dict[str, Any]:
             "tokens": tokens, "cost": fmt.money(row.llm_cost_usd), "confidence": fmt.percent(row.confidence),
             "latency": fmt.duration(row.latency_s) if status in (TaskStatus.COMPLETED, TaskStatus.FAILED) else fmt.DASH,
             "created": fmt.ago(row.created_at, now), "created_exact": fmt.exact(row.created_at),
-            "error": row.error if status is TaskStatus.FAILED else None}
+            "error": row.error if status is TaskStatus.FAILED else None,
+            "waiting": (waiting_text(row.waiting_reason, row.waiting_until, now)
+                        if status is TaskStatus.ENQUEUED else None),
+            "waiting_detail": row.waiting_detail}
+
+
+def waiting_text(reason: str | None, until: datetime | None, now: datetime | None = None) -> str | None:
+    """Why a task waits, in plain words, with how long where known ("waiting to retry · in 40 s")."""
+    if reason is None:
+        return None
+    words = REASON_WORDS[WaitReason(reason)]
+    if until is None:
+        return words
+    now = now or datetime.now(timezone.utc)
+    return f"{words} · {fmt.until(until, now)}"
 
 
 class TaskTable:

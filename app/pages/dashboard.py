@@ -12,6 +12,7 @@ from nicegui import app, ui
 
 from app import foresight, services
 from app.auth import viewer
+from app.components.agent_controls import AgentControls
 from app.components.agent_problems import AgentProblems
 from app.components.budgets import BudgetBoard
 from app.components.charts import ChartsBoard
@@ -71,6 +72,7 @@ class Dashboard:
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
         self.agent_problems = AgentProblems(on_clear=self.clear_halt if who.operator else None)
+        self.agent_controls = AgentControls(who, self.pause_agent, self.resume_agent)
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
         self.filters = FilterBar(self.apply_filter, path="/dashboard", initial=initial)
@@ -128,6 +130,7 @@ class Dashboard:
         await self.refresh_counts()
         await self.refresh_charts()
         await self.refresh_budgets()
+        await self.refresh_agents()
 
     async def refresh_budgets(self) -> None:
         budgets, current = await services.live(self.pool, "budgets", lambda: foresight.budgets(self.pool),
@@ -170,6 +173,32 @@ class Dashboard:
         services.forget_live(self.pool)
         self.changed_at = time.monotonic()
         await self.refresh_budgets()
+        return True
+
+    async def refresh_agents(self) -> None:
+        agents, _ = await services.live(self.pool, "agents", lambda: services.agents(self.pool), since=self.changed_at)
+        self.agent_controls.update(agents)
+
+    async def pause_agent(self, name: str, until: datetime | None, reason: str | None) -> bool:
+        if not self.who.operator:
+            ui.notify(f"Pausing an agent needs the operator role; {self.who.name} is a viewer.", type="negative",
+                      position="top")
+            return False
+        try:
+            await services.pause_agent(self.pool, name, actor=self.who.name, until=until, reason=reason)
+        except ValueError as exc:
+            ui.notify(str(exc), type="negative", position="top")
+            return False
+        ui.notify(f"Agent {name} paused: running tasks finish, nothing new starts.", type="positive", position="top")
+        await self.after_action()
+        return True
+
+    async def resume_agent(self, name: str) -> bool:
+        if not self.who.operator:
+            return False
+        await services.resume_agent(self.pool, name)
+        ui.notify(f"Agent {name} resumed.", type="positive", position="top")
+        await self.after_action()
         return True
 
     async def apply_filter(self, flt: TaskFilter) -> None:
@@ -224,6 +253,7 @@ class Dashboard:
         options, _ = await services.live(self.pool, "filter_options", lambda: services.filter_options(self.pool))
         self.filters.set_options(options)
         await self.refresh_agent_problems()
+        await self.refresh_agents()
         self.changed_at = time.monotonic()
         self.counts_dirty = self.table_dirty = self.charts_dirty = True
         self.charts_at = 0.0

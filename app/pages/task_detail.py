@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 
 from fastapi import Request
 from nicegui import app, ui
@@ -13,11 +14,29 @@ from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
 from app.components.layout import frame, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
+from app.components.task_table import waiting_text
 from schema.errors import NotFound
 from schema.models import Task
 from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
+# Why-waiting reasons under which the queue's pace says nothing of when the task starts.
+STOPPED_REASONS = ("agent_paused", "agent_misconfigured", "held", "customer_budget")
+
 RETRY_PRIORITIES = {-1: "its own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
+
+
+def time_split(task: Task, now: datetime | None = None) -> tuple[float | None, float, float | None]:
+    """Seconds queued, held by an operator, and running (the attempts' own times, summed): three
+    figures apart, so a hold never reads as a slow queue."""
+    now = now or datetime.now(timezone.utc)
+    held = task.held_seconds or 0.0
+    if task.held and task.status.value == "enqueued":
+        held = max((now - task.created_at).total_seconds(), 0.0)
+    ran = sum(((a.finished_at or now) - a.started_at).total_seconds() for a in task.attempts if a.started_at) \
+        if task.attempts else None
+    end = task.finished_at or now
+    queued = max((end - task.created_at).total_seconds() - held - (ran or 0.0), 0.0)
+    return queued, held, ran
 
 
 class TaskView:
@@ -79,12 +98,25 @@ class TaskView:
                         with ui.column().classes("gap-0 min-w-0"):
                             ui.label("Queue position").classes("quire-kpi-label")
                             self.spot = ui.label("…").classes("text-sm text-slate-900").props('data-testid="queue-position"')
+                        waiting = waiting_text(task.waiting_reason, task.waiting_until)
+                        if waiting:
+                            detail = f"{waiting} ({task.waiting_detail})" if task.waiting_detail else waiting
+                            with ui.column().classes("gap-0 min-w-0"):
+                                ui.label("Waiting because").classes("quire-kpi-label")
+                                ui.label(detail).classes("text-sm text-amber-800 break-words") \
+                                    .props('data-testid="waiting-reason"')
                     fact("Customer", task.customer or fmt.DASH)
                     fact("Submitted by", task.submitted_by or fmt.DASH)
                     fact("Submitted", fmt.ago(task.created_at), title=fmt.exact(task.created_at))
                     fact("Finished", fmt.ago(task.finished_at), title=fmt.exact(task.finished_at))
-                    latency = (task.finished_at - task.created_at).total_seconds() if task.finished_at else None
-                    fact("Response time", fmt.duration(latency))
+                    queued, held, ran = time_split(task)
+                    latency = ((task.finished_at - task.created_at).total_seconds() - held
+                               if task.finished_at else None)
+                    fact("Response time", fmt.duration(latency), title="from submission to the end, less the time held")
+                    fact("Queued", fmt.duration(queued))
+                    if held:
+                        fact("Held for review", fmt.duration(held))
+                    fact("Ran", fmt.duration(ran))
                     fact("Attempts", f"{task.attempt_count} (budget {task.max_attempts}, {task.attempts_left} left)")
                     fact("Confidence", fmt.percent(task.confidence))
                     tokens_in = sum(a.input_tokens or 0 for a in task.attempts)
@@ -153,7 +185,9 @@ class TaskView:
         self.spot_at, self.spot_dirty = time.monotonic(), False
         spot = (await foresight.queue_spots(self.pool, self.settings, [self.task.id])).get(self.task.id)
         if spot is not None:
-            self.spot.set_text(" · ".join(x for x in (spot.text, foresight.eta_text(spot.eta_seconds)) if x))
+            # No ETA while something other than the queue holds it: it would not start in that time.
+            eta = None if self.task.waiting_reason in STOPPED_REASONS else foresight.eta_text(spot.eta_seconds)
+            self.spot.set_text(" · ".join(x for x in (spot.text, eta) if x))
 
     async def refresh_if_dirty(self) -> None:
         if self.spot_dirty:

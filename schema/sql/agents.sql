@@ -58,7 +58,9 @@ SELECT
 -- Agents with work that is claimable now, for the claim loop.
 SELECT a.name, a.executor
 FROM agents a
-WHERE a.config_error IS NULL AND a.halt_reason IS NULL AND EXISTS (SELECT 1 FROM tasks t
+WHERE a.config_error IS NULL AND a.halt_reason IS NULL
+  AND (a.paused_at IS NULL OR a.paused_until <= coalesce(%(now)s, now()))
+  AND EXISTS (SELECT 1 FROM tasks t
                WHERE t.agent = a.name AND t.status = 'enqueued' AND NOT t.held
                  AND t.run_after <= coalesce(%(now)s, now()))
 ORDER BY a.name;
@@ -187,3 +189,19 @@ SELECT extract(epoch FROM (
     END - coalesce(%(now)s, now())))::float8 AS seconds
 FROM agents a
 WHERE a.name = %(agent)s;
+
+-- name: agent_pause
+-- Pauses an agent until %(until)s (NULL: until resumed): no claim starts its tasks, the running
+-- ones finish. Who paused it, when and why are kept for the dashboard.
+UPDATE agents SET paused_until = %(until)s, paused_reason = %(reason)s,
+                  paused_by = %(actor)s, paused_at = coalesce(%(now)s, now()),
+                  updated_at = coalesce(%(now)s, now())
+WHERE name = %(agent)s
+RETURNING *;
+
+-- name: agent_resume
+-- Ends an agent's pause at once; its waiting tasks are claimable again.
+UPDATE agents SET paused_until = NULL, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
+                  updated_at = coalesce(%(now)s, now())
+WHERE name = %(agent)s
+RETURNING *;

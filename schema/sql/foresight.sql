@@ -155,7 +155,9 @@ WITH released AS (
     WHERE id = %(batch_id)s AND held
     RETURNING id
 ), tasks_released AS (
-    UPDATE tasks t SET held = false, run_after = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+    -- The time held is the operator's, kept apart so the response time leaves it out.
+    UPDATE tasks t SET held = false, run_after = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now()),
+                       held_seconds = greatest(extract(epoch FROM coalesce(%(now)s, now()) - t.created_at)::float8, 0)
     WHERE t.batch_id = %(batch_id)s AND t.held AND t.status = 'enqueued' AND EXISTS (SELECT 1 FROM released)
     RETURNING t.id, t.agent
 ), logged AS (

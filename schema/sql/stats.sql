@@ -26,9 +26,9 @@ SELECT count(*) AS total,
        count(*) FILTER (WHERE t.status = 'failed') AS failed,
        count(*) FILTER (WHERE t.status = 'cancelled') AS cancelled,
        avg(t.confidence) FILTER (WHERE t.status = 'completed') AS avg_confidence,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.created_at))
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.created_at) - t.held_seconds)
            FILTER (WHERE t.status = 'completed') AS median_latency_s,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.created_at))
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished_at - t.created_at) - t.held_seconds)
            FILTER (WHERE t.status = 'completed') AS p95_latency_s,
        min(t.created_at) AS first_created_at,
        max(greatest(t.created_at, t.finished_at)) AS last_activity_at,
@@ -129,7 +129,7 @@ LIMIT 30;
 -- name: stats_latency_histogram
 -- Submission-to-completion times of completed tasks in %(bins)s equal bins between min and max.
 WITH lat AS (
-    SELECT extract(epoch FROM t.finished_at - t.created_at)::float8 AS s
+    SELECT (extract(epoch FROM t.finished_at - t.created_at)::float8 - t.held_seconds) AS s
     FROM tasks t WHERE {task_filter} AND t.status = 'completed'
 ), bounds AS (
     SELECT min(s) AS lo, max(s) AS hi FROM lat

@@ -104,6 +104,7 @@ WITH seed AS MATERIALIZED (
     JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
       ON s.executor IS NULL OR s.executor = a.executor
     WHERE a.config_error IS NULL AND a.halt_reason IS NULL  -- a misconfigured or halted agent's tasks wait
+      AND (a.paused_at IS NULL OR a.paused_until <= coalesce(%(now)s, now()))  -- so do a paused one's
       AND (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
       AND (NOT %(unthrottled_only)s OR (a.max_concurrent_tasks IS NULL AND a.max_tpm IS NULL
                                         AND a.effective_tpm IS NULL AND a.effective_concurrency IS NULL))
@@ -309,3 +310,8 @@ RETURNING *;
 -- name: task_events_for_task
 -- A task's timeline: every state change in order, with who caused it where known.
 SELECT id, status, prev_status, actor, at FROM task_events WHERE task_id = %(task_id)s ORDER BY id;
+
+-- name: task_wait_reason_list
+-- Why each of a page of enqueued tasks waits (quire_wait_reasons: held, agent paused, retry
+-- backoff, customer budget, concurrency cap, token budget, else its turn), with until when.
+SELECT * FROM quire_wait_reasons(%(ids)s::bigint[], coalesce(%(now)s, now()));

@@ -172,3 +172,37 @@ def test_read_only_commands_never_apply_the_configuration_of_their_folder(quire,
     assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 1
     quire("migrate")  # applying it is a deliberate act
     assert {r["name"] for r in conn.execute("SELECT name FROM agents")} == {"documents", "stranger"}
+
+
+def test_a_read_only_command_in_a_folder_without_a_database_refuses_and_names_the_data_dir(tmp_path):
+    data_dir = tmp_path / "elsewhere"
+    env = {k: v for k, v in os.environ.items() if k != "QUIRE_DATABASE_URL"}
+    env.update(QUIRE_DATA_DIR=str(data_dir), QUIRE_CONFIG=str(tmp_path / "none.toml"))
+    root = Path(__file__).resolve().parents[2]
+    for args in (("status",), ("pause", "documents"), ("submit", str(make_pdf(tmp_path / "a.pdf")))):
+        proc = subprocess.run([sys.executable, "-m", "app.cli", *args], env=env, cwd=root, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "there is no Quire database in" in proc.stderr and "QUIRE_DATA_DIR" in proc.stderr
+    assert not (data_dir / "pg").exists(), "no empty database was made"
+
+
+def test_start_up_names_each_agent_with_its_executor_model_and_prices(quire, tmp_path):
+    (tmp_path / "quire.toml").write_text('[agents.priced]\nmodel = "gpt-test"\nprice_input_per_mtok = 3.0\n'
+                                         'price_output_per_mtok = 15.0\n[agents.plain]\n')
+    out = quire("migrate").stdout
+    assert "agent priced: local executor, model gpt-test, $3 in / $15 out per million tokens" in out
+    assert "agent plain: local executor, no model (no LLM calls), no prices: costs shown as unpriced" in out
+
+
+def test_pause_and_resume_an_agent_from_the_command_line(quire, tmp_path, conn):
+    (tmp_path / "quire.toml").write_text('[agents.documents]\n')
+    quire("migrate")
+    out = quire("pause", "documents", "--until", "2999-01-01T10:00", "--reason", "quota spent").stdout
+    assert "agent documents paused until 2999-01-01 10:00 UTC" in out and "quota spent" in out
+    row = conn.execute("SELECT paused_until, paused_reason, paused_by FROM agents WHERE name = 'documents'").fetchone()
+    assert row["paused_reason"] == "quota spent" and row["paused_by"] == "cli" and row["paused_until"].year == 2999
+    assert quire("pause", "documents", "--until", "2001-01-01", check=False).returncode == 2
+    assert quire("pause", "nobody", check=False).returncode == 2
+    assert "resumed" in quire("resume", "documents").stdout
+    assert conn.execute("SELECT paused_at FROM agents WHERE name = 'documents'").fetchone()["paused_at"] is None

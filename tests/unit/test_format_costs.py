@@ -13,13 +13,20 @@ class A:
     compute_cost_usd: Decimal | None = None
     dbus: Decimal | None = None
     compute_state: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 def test_unpriced_llm_usage_is_not_zero_dollars():
     assert fmt.llm_cost([A(llm_unpriced=True)]) == "unpriced"
     assert fmt.llm_cost([A(Decimal("0.5")), A(llm_unpriced=True)]) == "$0.5000 + unpriced"
     assert fmt.llm_cost([A(Decimal("0.1463"))]) == "$0.1463"
-    assert fmt.llm_cost([A(Decimal("0"))]) == "$0.00"  # a price of 0, said on purpose
+    assert fmt.llm_cost([A(Decimal("0"), input_tokens=900, output_tokens=100)]) == "$0.00"  # a price of 0, said on purpose
+
+
+def test_no_llm_used_is_said_never_zero_dollars():
+    assert fmt.llm_cost([A(), A(Decimal("0"))]) == "no LLM used"
+    assert fmt.llm_cost([]) == fmt.DASH  # not run yet
 
 
 def test_compute_waiting_for_billing_reads_pending():

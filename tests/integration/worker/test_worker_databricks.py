@@ -12,6 +12,7 @@ from agents.callback import derive_attempt_secret, sign
 from app.api.callbacks import router
 from schema import db, queue
 from schema.settings import Settings
+from schema.stats import StreamEvent
 from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_databricks import FakeDatabricks
 from tests.waiting import wait_until
@@ -149,3 +150,16 @@ def test_worker_databricks_run_is_cancelled_with_its_task(conn, worker, fake):
     assert fake.jobs.runs[job_run.run_id].result_state == "CANCELED"
     assert queue.get_task(conn, task.id).attempts[0].status.value == "cancelled"
     secrets_never_sent(fake, conn, run.attempt_id)
+
+
+def test_worker_databricks_run_is_cancelled_when_the_cancel_event_arrives(conn, worker, fake):
+    task, run, job_run = start_one(conn, worker, fake)
+    table, _, heartbeats = worker
+    fake.jobs.set_state(job_run.run_id, "RUNNING")
+    queue.cancel(conn, task.id, actor="operator@example.com")
+    assert table.note_cancelled([StreamEvent.from_notify({"e": 1, "id": task.id, "a": "remote", "s": "cancelled",
+                                                          "p": "processing"})])
+    # One look, no heartbeat due: the event alone sends the Jobs API its cancel.
+    heartbeats.run_once()
+    assert "POST /api/2.2/jobs/runs/cancel" in fake.jobs.paths()
+    assert fake.jobs.runs[job_run.run_id].result_state == "CANCELED"

@@ -1,0 +1,87 @@
+"""Operator control in the running app: pause and resume an agent (API and dashboard, at 1440 and
+390 px), and a waiting task that says why it waits."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from playwright.sync_api import expect
+
+from schema import queue
+from tests.e2e.app_harness import TOKEN
+from tests.e2e.browser_helpers import DESKTOP, PHONE, page_width, visit
+
+
+def test_pause_and_resume_through_the_api_and_the_task_says_why_it_waits(app_server):
+    server, conn = app_server
+    queue.configure_agent(conn, "api-paused")
+    task = queue.enqueue(conn, agent="api-paused", document_uri="/x/api-paused.pdf", document_name="waits.pdf")
+    until = (datetime.now(timezone.utc) + timedelta(hours=3)).replace(microsecond=0)
+    with server.client() as anonymous:
+        assert anonymous.post("/api/agents/api-paused/pause", json={}).status_code == 401
+    with server.operator() as http:
+        paused = http.post("/api/agents/api-paused/pause",
+                           json={"until": until.isoformat(), "reason": "endpoint quota spent"})
+        assert paused.status_code == 200, paused.text
+        body = paused.json()
+        assert body["paused"] is True and body["paused_reason"] == "endpoint quota spent"
+        assert body["paused_by"] == "operator" and datetime.fromisoformat(body["paused_until"]) == until
+        listed = {a["name"]: a for a in http.get("/api/agents").json()}
+        assert listed["api-paused"]["paused"] and not listed["documents"]["paused"]
+        detail = http.get(f"/api/tasks/{task.id}").json()
+        assert (detail["waiting_reason"], detail["waiting_detail"]) == ("agent_paused", "endpoint quota spent")
+        assert datetime.fromisoformat(detail["waiting_until"]) == until
+        page = http.get("/api/tasks", params={"agent": "api-paused"}).json()["tasks"]
+        assert [(t["id"], t["waiting_reason"]) for t in page] == [(task.id, "agent_paused")]
+        assert http.post("/api/agents/nobody/pause", json={}).status_code == 404
+        assert http.post("/api/agents/api-paused/pause", json={"until": "2001-01-01T00:00:00Z"}).status_code == 422
+        assert http.post("/api/agents/api-paused/pause", json={"reason": "x" * 501}).status_code == 422
+        resumed = http.post("/api/agents/api-paused/resume")
+        assert resumed.status_code == 200 and resumed.json()["paused"] is False
+        assert http.get(f"/api/tasks/{task.id}").json()["waiting_reason"] == "fair_share"
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1440", "390"])
+def test_an_operator_pauses_and_resumes_an_agent_from_the_dashboard(browser, app_server, viewport):
+    server, conn = app_server
+    name = f"ui-paused-{viewport['width']}"
+    queue.configure_agent(conn, name)
+    task = queue.enqueue(conn, agent=name, document_uri=f"/x/{name}.pdf", document_name=f"{name}.pdf")
+    context = browser.new_context(viewport=viewport)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/login?token={TOKEN}")
+        visit(page, f"{server.url}/dashboard")
+        agent = page.locator(f'[data-testid="agent-{name}"]')
+        expect(agent.locator(f'[data-testid="agent-state-{name}"]')).to_have_text("running")
+        expect(page.locator(f'[data-testid="waiting-{task.id}"]')).to_have_text("waiting its turn")
+        agent.locator(f'[data-testid="agent-pause-{name}"]').click()
+        dialog = page.locator('[data-testid="pause-dialog"]')
+        dialog.locator('[data-testid="pause-reason"]').fill("model endpoint quota spent")
+        dialog.locator('[data-testid="pause-until"]').fill("yesterday")
+        dialog.locator('[data-testid="pause-yes"]').click()
+        expect(dialog.locator('[data-testid="pause-error"]')).to_contain_text("Write the time to resume as")
+        dialog.locator('[data-testid="pause-until"]').fill("2999-01-31 18:00")
+        dialog.locator('[data-testid="pause-yes"]').click()
+        expect(dialog).to_have_count(0)
+        expect(agent.locator(f'[data-testid="agent-state-{name}"]')).to_have_text("paused")
+        expect(page.locator(f'[data-testid="agent-pause-text-{name}"]')).to_contain_text(
+            "Paused until 2999-01-31 18:00:00 UTC: model endpoint quota spent (by operator)")
+        expect(page.locator(f'[data-testid="waiting-{task.id}"]')).to_have_text(
+            "agent paused · until 2999-01-31 18:00:00 UTC")
+        assert queue.get_agent(conn, name).paused_reason == "model endpoint quota spent"
+        assert page_width(page) <= viewport["width"], "the agents row must not widen the page"
+        # The task page says the same.
+        page.goto(f"{server.url}/tasks/{task.id}")
+        expect(page.locator('[data-testid="waiting-reason"]')).to_contain_text("agent paused")
+        expect(page.locator('[data-testid="waiting-reason"]')).to_contain_text("model endpoint quota spent")
+        expect(page.locator('[data-testid="queue-position"]')).to_have_text("next in line")  # no ETA while paused
+        visit(page, f"{server.url}/dashboard")
+        page.locator(f'[data-testid="agent-resume-{name}"]').click()
+        expect(page.locator(f'[data-testid="agent-state-{name}"]')).to_have_text("running")
+        expect(page.locator(f'[data-testid="waiting-{task.id}"]')).to_have_text("waiting its turn")
+        assert not queue.get_agent(conn, name).paused(datetime.now(timezone.utc))
+    finally:
+        context.close()
