@@ -143,18 +143,18 @@ def record_usage(span: Any, input_tokens: int, output_tokens: int, cost: tuple[f
 
 
 def prices() -> tuple[float, float] | None:
-    """The agent's USD per million input and output tokens, as the run was given them; None if unset.
+    """The agent's USD per million input and output tokens, as the run was given them; None unless both are set.
 
     The worker sets QUIRE_LLM_PRICE_*_PER_MTOK from the agent's configuration (or passes them as
-    job parameters); a run with usage and no price is unpriced, never $0.
+    job parameters); a run with usage and a missing price is unpriced, never $0 for that side.
     """
     def read(name: str) -> float | None:
         raw = os.environ.get(name, "").strip()
         return float(raw) if raw else None
     price_in, price_out = read("QUIRE_LLM_PRICE_INPUT_PER_MTOK"), read("QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
-    if price_in is None and price_out is None:
+    if price_in is None or price_out is None:
         return None
-    return price_in or 0.0, price_out or 0.0
+    return price_in, price_out
 
 
 def cost_of(input_tokens: int, output_tokens: int) -> tuple[float, float] | None:

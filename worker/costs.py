@@ -69,13 +69,11 @@ def trace_usage(trace_id: str, get_trace: Callable[[str], Any]) -> TraceUsage | 
 
 def priced(usage: TraceUsage, price_input_per_mtok: Decimal | None,
            price_output_per_mtok: Decimal | None) -> float | None:
-    """The trace's own cost, or the agent's prices applied to its tokens; None when unpriced."""
+    """The trace's own cost, or the agent's two prices applied to its tokens; None when either is missing."""
     if usage.llm_cost_usd is not None:
         return round(usage.llm_cost_usd, 6)
-    if price_input_per_mtok is None and price_output_per_mtok is None:
-        return None
-    price_input_per_mtok = price_input_per_mtok or Decimal(0)
-    price_output_per_mtok = price_output_per_mtok or Decimal(0)
+    if price_input_per_mtok is None or price_output_per_mtok is None:
+        return None  # one side without a price: the whole usage is unpriced, not half of it $0
     cost = (Decimal(usage.input_tokens) * price_input_per_mtok
             + Decimal(usage.output_tokens) * price_output_per_mtok) / Decimal(1_000_000)
     return round(float(cost), 6)
