@@ -18,16 +18,17 @@ def requirements_text(pyproject: Path = PYPROJECT) -> str:
     return HEADER + "".join(f"{dependency}\n" for dependency in project["dependencies"])
 
 
-def grants(dsn: str, principal: str, *, apply: bool) -> list[str]:
-    """The grants for a principal as SQL text; applied in one transaction when `apply`."""
+def grants(dsn: str, principal: str, *, apply: bool, owner: str | None = None) -> list[str]:
+    """The principal's role (if missing) and grants as SQL text; applied in one transaction when `apply`.
+
+    Nothing else happens: no migration, no agent configuration.
+    """
     from schema import db
     from schema.grants import apply_grants, grant_statements
 
     with db.connect(dsn) as conn:
-        statements = grant_statements(conn, principal)
-        # The named blocks' "why" comments are for readers of the .sql file, not of the printout.
-        text = ["\n".join(line for line in s.as_string(conn).splitlines() if not line.startswith("--")) + ";"
-                for s in statements]
+        statements = grant_statements(conn, principal, owner=owner)
+        text = [s.as_string(conn) + ";" for s in statements]
         if apply:
             apply_grants(conn, statements)
     return text
