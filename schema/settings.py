@@ -44,6 +44,7 @@ class Settings(BaseSettings):
 
     database_url: str | None = None          # any Postgres; unset: Lakebase or the embedded server
     lakebase_instance: str | None = None     # Lakebase instance: OAuth token per connection
+    lakebase_host: str | None = None         # or its host (the app's database resource): instance looked up
     data_dir: Path = Path(".quire")          # embedded Postgres, uploaded files, tokens
     config: Path = Path("quire.toml")        # per-agent configuration (optional file)
     files_root: str | None = None            # uploaded files; /Volumes/... for a UC Volume
