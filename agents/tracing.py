@@ -58,11 +58,17 @@ class Tracer:
             return cls()
         # Export each trace as its span ends, so a short-lived job loses nothing at exit.
         os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+        if is_databricks_uri(uri) and not experiment.startswith("/"):
+            # The workspace's MLflow refuses it (INVALID_PARAMETER_VALUE): said plainly here.
+            log.warning("MLflow tracing disabled: on Databricks the experiment must be an absolute "
+                        "workspace path such as /Shared/quire, not %r (set MLFLOW_EXPERIMENT_NAME)", experiment)
+            return cls()
         try:
             import mlflow
 
             mlflow.set_tracking_uri(uri)
-            mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
+            mlflow.set_experiment(experiment)
         except Exception as exc:  # tracing must never cost the extraction itself
             log.warning("MLflow tracing disabled: %s", exc)
             return cls()
@@ -103,6 +109,11 @@ class Tracer:
             self._mlflow.flush_trace_async_logging(terminate=False)
         except Exception as exc:
             log.warning("could not flush MLflow traces: %s", exc)
+
+
+def is_databricks_uri(uri: str) -> bool:
+    """Whether traces go to a Databricks workspace's MLflow ("databricks" or "databricks://profile")."""
+    return uri == "databricks" or uri.startswith("databricks://")
 
 
 def database_reachable(uri: str, timeout: float = 3.0) -> bool:
