@@ -34,16 +34,20 @@ class TraceUsage:
 
 
 def trace_reader(tracking_uri: str) -> Callable[[str], Any]:
-    """Reads one trace by id from the given tracking store; None when the store has no such trace."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
+    """Reads one trace by id from the given tracking store; None when the store has no such trace.
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    Through MLflow's tracing client, which the lightweight mlflow-tracing package (all the app
+    installs on Databricks) has as well as full MLflow.
+    """
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracing.client import TracingClient
+
+    client = TracingClient(tracking_uri=tracking_uri)
 
     def get_trace(trace_id: str) -> Any:
         """The trace, or None when the store has no trace of that id."""
         try:
-            return client.get_trace(trace_id, display=False)
+            return client.get_trace(trace_id)
         except MlflowException as exc:
             if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
                 return None
