@@ -188,48 +188,50 @@ def grants_of(bundle: dict[str, Any]) -> set[tuple[str, str, str]]:
     return given
 
 
-# Every permission the deployment needs: (who, privilege, on what). `agent` is the job's principal.
-NEEDED = [
-    ("agent", "USE_CATALOG", "catalog main"),
-    ("agent", "USE_SCHEMA", "schema main.quire"),
-    ("agent", "READ_VOLUME", "volume main.quire.documents"),
-    ("agent", "WRITE_VOLUME", "volume main.quire.documents"),
-    ("agent", "READ", "scope"),
-    ("agent", "CAN_USE", "app"),
-    ("agent", "CAN_EDIT", "experiment"),
-    ("agent", "CAN_QUERY", "serving endpoint"),
-    ("agent", "RUN_AS", "job"),
-    ("<app>", "CAN_CONNECT_AND_CREATE", "database"),
-    ("<app>", "CAN_MANAGE_RUN", "job"),
-    ("<app>", "READ", "secret"),
-    ("<app>", "CAN_USE", "sql_warehouse"),
-    ("<app>", "USE_CATALOG", "catalog main"),
-    ("<app>", "USE_SCHEMA", "schema main.quire"),
-    ("<app>", "WRITE_VOLUME", "volume main.quire.documents"),
-    ("<app>", "USE_CATALOG", "catalog system"),
-    ("<app>", "USE_SCHEMA", "schema system.billing"),
-    ("<app>", "SELECT", "table system.billing.usage"),
-    ("<app>", "SELECT", "table system.billing.list_prices"),
-    ("<app>", "CAN_READ", "experiment"),
-]
+def needed(target: str) -> list[tuple[str, str, str]]:
+    """Every permission the deployment needs: (who, privilege, on what); `agent` is the job's principal."""
+    schema, volume = f"main.quire_{target}", f"main.quire_{target}.documents"
+    return [
+        ("agent", "USE_CATALOG", "catalog main"),
+        ("agent", "USE_SCHEMA", f"schema {schema}"),
+        ("agent", "READ_VOLUME", f"volume {volume}"),
+        ("agent", "WRITE_VOLUME", f"volume {volume}"),
+        ("agent", "READ", "scope"),
+        ("agent", "CAN_USE", "app"),
+        ("agent", "CAN_EDIT", "experiment"),
+        ("agent", "CAN_QUERY", "serving endpoint"),
+        ("agent", "RUN_AS", "job"),
+        ("<app>", "CAN_CONNECT_AND_CREATE", "database"),
+        ("<app>", "CAN_MANAGE_RUN", "job"),
+        ("<app>", "READ", "secret"),
+        ("<app>", "CAN_USE", "sql_warehouse"),
+        ("<app>", "USE_CATALOG", "catalog main"),
+        ("<app>", "USE_SCHEMA", f"schema {schema}"),
+        ("<app>", "WRITE_VOLUME", f"volume {volume}"),
+        ("<app>", "USE_CATALOG", "catalog system"),
+        ("<app>", "USE_SCHEMA", "schema system.billing"),
+        ("<app>", "SELECT", "table system.billing.usage"),
+        ("<app>", "SELECT", "table system.billing.list_prices"),
+        ("<app>", "CAN_READ", "experiment"),
+    ]
 
 
-def documented_by_hand() -> set[tuple[str, str, str]]:
-    """The grants docs/DATABRICKS.md's table says are given by hand: `| agent | PRIV | on | by hand ...|`."""
+def documented_by_hand(target: str) -> set[tuple[str, str, str]]:
+    """The grants docs/DATABRICKS.md's table says are given by hand: `| agent job | PRIV | on | by hand ...|`."""
     rows = re.findall(r"^\| (agent job|app) \| `([A-Z_]+)` \| ([^|]+?) \| by hand", DOCS, re.MULTILINE)
-    return {("agent" if who == "agent job" else "<app>", privilege, on.replace("`", "").strip())
-            for who, privilege, on in rows}
+    return {("agent" if who == "agent job" else "<app>", privilege,
+             on.replace("`", "").replace("<target>", target).strip()) for who, privilege, on in rows}
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_grants_cover_every_permission_needed(target):
     bundle = resolve(target, warehouse_id="wh-1", agent_principal=AGENT_SP)
     given = {("agent" if who == AGENT_SP else who, privilege, on) for who, privilege, on in grants_of(bundle)}
-    by_hand = documented_by_hand()
-    missing = [need for need in NEEDED if need not in given and need not in by_hand]
+    by_hand = documented_by_hand(target)
+    missing = [need for need in needed(target) if need not in given and need not in by_hand]
     assert not missing, f"given neither by the bundle nor by a documented step: {missing}"
     # What the docs say is done by hand is really not in the bundle (else the table is stale).
     assert by_hand and not (by_hand & given)
     # Every grant in the docs' table is one the deployment needs.
     documented = re.findall(r"^\| (?:agent job|app) \| `([A-Z_]+)` \|", DOCS, re.MULTILINE)
-    assert set(documented) <= {privilege for _, privilege, _ in NEEDED}
+    assert set(documented) <= {privilege for _, privilege, _ in needed(target)}
