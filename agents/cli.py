@@ -87,15 +87,22 @@ def command_run(args: argparse.Namespace) -> int:
     signed = bool(args.callback_url or args.heartbeat_url)
     try:
         secret = resolve_secret(args.attempt_id) if signed else None
-        auth = (app_bearer(os.environ.get("QUIRE_CALLBACK_KEY_SCOPE"), args.oauth_client_id_key,
-                           args.oauth_client_secret_key)
-                if signed and args.callback_auth == "databricks" else None)
     except ConfigurationError as exc:
         # Without a secret nothing can be reported; the orchestrator's lease sweeper takes over.
         log.error("%s", exc)
         return EXIT_FAILED
+    auth, no_bearer = None, None
+    if signed and args.callback_auth == "databricks":
+        try:
+            auth = app_bearer(os.environ.get("QUIRE_CALLBACK_KEY_SCOPE"), args.oauth_client_id_key,
+                              args.oauth_client_secret_key)
+        except ConfigurationError as exc:
+            # The proxy would refuse every request: the work goes on and its signed report is kept
+            # in the Volume, which the orchestrator reads when the run ends.
+            no_bearer = str(exc)
+            log.error("%s; the report goes to the Volume only", no_bearer)
     with contextlib.ExitStack() as stack:
-        if args.heartbeat_url:
+        if args.heartbeat_url and not no_bearer:
             beat_client = CallbackClient(secret, auth_headers=auth)
             stack.callback(beat_client.close)
             stack.enter_context(Heartbeat(beat_client, args.heartbeat_url))
@@ -110,6 +117,8 @@ def command_run(args: argparse.Namespace) -> int:
         print(text)
         return outcome.exit_code
     kept = keep_in_volume(args, outcome.payload, secret)
+    if no_bearer:
+        return outcome.exit_code if kept else EXIT_FAILED
     client = CallbackClient(secret, auth_headers=auth)
     try:
         status = client.post(args.callback_url, outcome.payload)

@@ -167,3 +167,13 @@ def test_the_tracer_says_why_a_relative_experiment_will_not_do(monkeypatch, capl
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     assert not Tracer.from_env().enabled
     assert "absolute workspace path" in caplog.text
+
+
+def test_a_job_without_its_oauth_client_still_delivers_through_the_volume(conn, worker, fake, proxy):
+    ws = fake.workspace
+    del ws.secrets[("quire", "agent-client-secret")]
+    done, job_run = run_to_the_end(conn, worker, fake)
+    assert "no OAuth token for callbacks" in job_run.stderr and "the report goes to the Volume only" in job_run.stderr
+    # Nothing reached the proxy with the runtime token: the job sent no request it would refuse.
+    assert not proxy.seen("/api/")
+    assert done.status.value == "completed" and done.attempts[0].callbacks_received == 1
