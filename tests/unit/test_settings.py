@@ -50,3 +50,16 @@ def test_customer_budgets_come_from_the_config_file(tmp_path):
     config.write_text("[agents.docs]\n[customers.acme]\nbudget = 5\n")
     with pytest.raises(ValueError, match="budget"):
         Settings(config=config).customer_configs()
+
+
+def test_config_values_may_name_environment_variables(tmp_path, monkeypatch):
+    config = tmp_path / "quire.toml"
+    config.write_text('[agents.a]\nexecutor = "databricks"\nmodel = "${QUIRE_SERVING_ENDPOINT}"\n'
+                      'settings = { extractor = "llm", note = "on ${QUIRE_SERVING_ENDPOINT} only" }\n')
+    monkeypatch.setenv("QUIRE_SERVING_ENDPOINT", "databricks-claude-sonnet-4")
+    agent = Settings(config=config).agent_configs()["a"]
+    assert agent.model == "databricks-claude-sonnet-4"
+    assert agent.settings["note"] == "on databricks-claude-sonnet-4 only"
+    monkeypatch.delenv("QUIRE_SERVING_ENDPOINT")
+    with pytest.raises(ValueError, match=r"(?s)quire.toml.*QUIRE_SERVING_ENDPOINT is not set"):
+        Settings(config=config).agent_configs()
