@@ -11,7 +11,9 @@ from worker import logs
 from worker.executors import DatabricksExecutor, LocalExecutor, NoopExecutor
 
 EXECUTORS = (LocalExecutor.name, NoopExecutor.name, DatabricksExecutor.name)
-EXTRACTORS = ("offline", "llm")
+EXTRACTORS = ("offline", "llm", "cascade")
+# Extractors that call a model: a local agent needs a model and an endpoint for them.
+MODEL_EXTRACTORS = ("llm", "cascade")
 
 
 def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
@@ -24,17 +26,21 @@ def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
     extractor = str(settings.get("extractor") or "offline")
     if extractor not in EXTRACTORS:
         return f"unknown extractor {extractor!r} (expected one of {', '.join(EXTRACTORS)})"
+    threshold = settings.get("review_threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not 0 <= threshold <= 1):
+        return f"review_threshold must be a number from 0 to 1 (got {threshold!r})"
     if agent.executor == DatabricksExecutor.name:
         try:
             int(settings.get("job_id"))
         except (TypeError, ValueError):
             return f"runs on Databricks but its settings name no job_id (got {settings.get('job_id')!r})"
         return None  # the job's own environment decides the rest
-    if extractor == "llm" and agent.executor == LocalExecutor.name:
+    if extractor in MODEL_EXTRACTORS and agent.executor == LocalExecutor.name:
         if not (agent.model or env.get("QUIRE_LLM_MODEL", "").strip()):
-            return "extractor 'llm' needs a model: set the agent's model or QUIRE_LLM_MODEL"
+            return f"extractor {extractor!r} needs a model: set the agent's model or QUIRE_LLM_MODEL"
         if not (env.get("QUIRE_LLM_BASE_URL", "").strip() or env.get("DATABRICKS_HOST", "").strip()):
-            return "extractor 'llm' needs an endpoint: set QUIRE_LLM_BASE_URL or DATABRICKS_HOST"
+            return f"extractor {extractor!r} needs an endpoint: set QUIRE_LLM_BASE_URL or DATABRICKS_HOST"
     return None
 
 
