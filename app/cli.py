@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply database migrations and agent configuration").set_defaults(fn=cmd_migrate)
     sub.add_parser("db-url", help="print the database DSN in use").set_defaults(fn=cmd_db_url)
     sub.add_parser("db-stop", help="stop the embedded Postgres server").set_defaults(fn=cmd_db_stop)
-    submit = sub.add_parser("submit", help="store PDF files and enqueue a task for each")
+    submit = sub.add_parser("submit", help="store PDF files or e-invoices (XML, .p7m) and enqueue a task for each")
     submit.add_argument("files", nargs="+")
     submit.add_argument("--agent")
     submit.add_argument("--priority", type=_priority, default=DEFAULT_PRIORITY,

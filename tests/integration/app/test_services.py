@@ -145,3 +145,28 @@ def test_adaptive_limits_name_the_agents_an_endpoint_rate_limited(db_dsn, conn):
     finally:
         pool.close()
     assert lines == ["limited: 1,000 of 40,000 TPM, 5 of 8 at once after 1 rate limits"]
+
+
+def test_e_invoices_are_accepted_as_xml_and_p7m_and_other_xml_is_refused(pool, settings, conn):
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    queue.configure_agent(conn, "docs")
+    uploads = [services.Upload("fattura.xml", einvoices.fatturapa_xml()),
+               services.Upload("fattura.xml.p7m", einvoices.sign_p7m(einvoices.fatturapa_xml(), "base64")),
+               services.Upload("ubl.xml", einvoices.ubl_xml()),
+               services.Upload("facturx.pdf", einvoices.facturx_pdf()),
+               services.Upload("order.xml", einvoices.NOT_AN_INVOICE_XML),
+               services.Upload("evil.xml", einvoices.XXE_XML),
+               services.Upload("junk.p7m", b"MIIjunk!")]
+    results = {r.name: r for r in _submit(pool, settings, uploads)}
+    for name, standard in [("fattura.xml", "FatturaPA"), ("fattura.xml.p7m", "FatturaPA"), ("ubl.xml", "UBL")]:
+        result = results[name]
+        assert (result.outcome, result.pages, result.einvoice) == ("created", 0, standard), name
+        task = queue.get_task(conn, result.task_id)
+        assert task.document_uri.endswith(name) and task.estimated_tokens == 1
+    facturx = results["facturx.pdf"]
+    assert (facturx.outcome, facturx.pages, facturx.einvoice) == ("created", 1, "Factur-X")
+    assert "not an e-invoice" in results["order.xml"].error and "Order" in results["order.xml"].error
+    assert "DTD or entities" in results["evil.xml"].error
+    assert "signed (.p7m)" in results["junk.p7m"].error
+    assert all(results[n].outcome == "rejected" for n in ("order.xml", "evil.xml", "junk.p7m"))
