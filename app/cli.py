@@ -97,8 +97,9 @@ def cmd_submit(args) -> int:
                                 rerun_duplicates=args.duplicates == "rerun")
         for result in submit_documents(conn, settings, uploads, options, submitted_by=args.submitted_by):
             if result.outcome == "created":
-                print(f"task {result.task_id}: {result.name} ({result.pages} pages, priority {args.priority}, "
-                      f"agent {agent.name})")
+                kind = f"{result.einvoice} e-invoice, " if result.einvoice and not result.pages \
+                    else f"{result.pages} pages, "
+                print(f"task {result.task_id}: {result.name} ({kind}priority {args.priority}, agent {agent.name})")
             elif result.outcome == "duplicate":
                 print(f"duplicate {result.name}: already task {result.duplicate_of['id']} "
                       f"({result.duplicate_of['status']}); --duplicates rerun runs it again")

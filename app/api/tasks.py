@@ -72,7 +72,8 @@ async def submit_tasks(
                    for f in files[start:start + SUBMIT_SLICE]]
         results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
     body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
-                       pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of)
+                       pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of,
+                       einvoice=r.einvoice)
             for r in results]
     created = sum(r.outcome == "created" for r in results)
     rejected = sum(r.outcome == "rejected" for r in results)

@@ -172,3 +172,20 @@ def test_read_only_commands_never_apply_the_configuration_of_their_folder(quire,
     assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 1
     quire("migrate")  # applying it is a deliberate act
     assert {r["name"] for r in conn.execute("SELECT name FROM agents")} == {"documents", "stranger"}
+
+
+def test_submit_takes_e_invoices_as_xml_and_p7m_and_refuses_other_xml(quire, tmp_path, conn):
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    (tmp_path / "fattura.xml").write_bytes(einvoices.fatturapa_xml())
+    (tmp_path / "fattura.xml.p7m").write_bytes(einvoices.sign_p7m(einvoices.fatturapa_xml(), "der"))
+    (tmp_path / "order.xml").write_bytes(einvoices.NOT_AN_INVOICE_XML)
+    quire("migrate")
+    proc = quire("submit", *(str(tmp_path / n) for n in ("fattura.xml", "fattura.xml.p7m", "order.xml")),
+                 check=False)
+    assert proc.returncode == 1
+    assert "fattura.xml (FatturaPA e-invoice, priority" in proc.stdout
+    assert "fattura.xml.p7m (FatturaPA e-invoice, priority" in proc.stdout
+    assert "order.xml: an XML document, but not an e-invoice" in proc.stderr
+    names = sorted(r["document_name"] for r in conn.execute("SELECT document_name FROM tasks"))
+    assert names == ["fattura.xml", "fattura.xml.p7m"]
