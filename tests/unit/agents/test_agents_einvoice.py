@@ -143,3 +143,9 @@ def test_no_extractor_spends_tokens_on_an_e_invoice(tmp_path, monkeypatch) -> No
             assert outcome.payload["input_tokens"] == 0 and outcome.payload["output_tokens"] == 0
             assert outcome.payload["result"]["extractor"] == extractor
         assert server.requests == []
+
+
+def test_a_p7m_around_a_pdf_is_read_as_that_pdf() -> None:
+    doc = parse_document(samples.sign_p7m(samples.facturx_pdf()), "facturx.pdf.p7m")
+    assert doc.page_count == 1 and doc.einvoice.standard == "Factur-X"
+    assert doc.einvoice.fields["total"] == 1440.0
