@@ -148,14 +148,13 @@ def _en16931_standard(syntax: str, guideline: str) -> tuple[str, str | None]:
         version = re.search(r"xrechnung_(\d+(?:\.\d+)*)", lowered)
         profile = f"XRechnung {version.group(1)}" if version else "XRechnung"
         return ("XRechnung CII" if syntax == "cii" else "XRechnung UBL"), profile
-    if syntax == "ubl":
-        if _PEPPOL in guideline:
-            return "UBL", "PEPPOL BIS Billing 3.0"
-        return "UBL", "EN 16931" if guideline.startswith("urn:cen.eu:en16931:2017") else (guideline or None)
+    standard = "Factur-X" if syntax == "cii" else "UBL"
+    if _PEPPOL in guideline:
+        return standard, "PEPPOL BIS Billing 3.0"
     if guideline == "urn:cen.eu:en16931:2017":
-        return "Factur-X", "EN 16931"
+        return standard, "EN 16931"
     tail = guideline.rsplit(":", 1)[-1].lower()
-    return "Factur-X", _FACTURX_PROFILES.get(tail, guideline or None)
+    return standard, _FACTURX_PROFILES.get(tail, guideline or None)
 
 
 # -- ZUGFeRD 1 (CrossIndustryDocument, 2013-2014), by paths in its own schema --------------------

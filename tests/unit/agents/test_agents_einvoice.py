@@ -1,6 +1,7 @@
 """E-invoices read exactly: CII, UBL, ZUGFeRD 1, FatturaPA, embedded or uploaded, signed or not."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,29 @@ def test_a_p7m_around_a_pdf_is_read_as_that_pdf() -> None:
     doc = parse_document(samples.sign_p7m(samples.facturx_pdf()), "facturx.pdf.p7m")
     assert doc.page_count == 1 and doc.einvoice.standard == "Factur-X"
     assert doc.einvoice.fields["total"] == 1440.0
+
+
+CORPUS = Path(__file__).resolve().parents[3] / "bench" / "einvoices"
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.xml")), ids=lambda p: p.stem)
+def test_the_libraries_own_fixtures_yield_their_stated_values(path) -> None:
+    truth = json.loads(path.with_suffix(".json").read_text())
+    if truth["document_type"] != "invoice":
+        with pytest.raises(NotAnInvoice, match="not an e-invoice"):
+            read_einvoice(path.read_bytes(), path.name)
+        return
+    einvoice = read_einvoice(path.read_bytes(), path.name)
+    assert (einvoice.standard, einvoice.profile) == (truth["standard"], truth["profile"])
+    stated = {k: v for k, v in einvoice.fields.items() if k != "line_items"}
+    assert stated == truth["fields"]
+    assert len(einvoice.fields.get("line_items") or []) == truth["line_items"]
+
+
+def test_a_factur_x_pdf_made_by_its_library_yields_its_xml_exactly() -> None:
+    pdf = CORPUS.parent / "realworld" / "packaged" / "facturx_en16931_fr.pdf"
+    result = extract_document(str(pdf))
+    truth = json.loads((CORPUS / "factur-x-en16931.json").read_text())["fields"]
+    assert {k: result["fields"][k]["value"] for k in truth} == truth
+    assert {result["fields"][k]["stage"] for k in truth} == {"xml"}
+    assert result["source"]["file"] == "factur-x.xml" and result["needs_review"] is False
