@@ -60,6 +60,18 @@ def xml_fields(einvoice: EInvoice) -> dict[str, FieldValue]:
     return fields
 
 
+def doubtful_fields(fields: dict[str, FieldValue], threshold: float) -> list[str]:
+    """The fields to ask the model for: those below the threshold, once one is worth a call.
+
+    A call is worth it for a core field (or the currency) below the threshold, or for any value the
+    rules read with doubt. An optional field the rules did not find (many invoices have no due date)
+    does not start a call on its own, but is asked for when a call is made anyway.
+    """
+    below = [n for n, fv in fields.items() if fv.stage != "xml" and fv.confidence < threshold]
+    worth = any(n in CORE_FIELDS or n == "currency" or fields[n].value is not None for n in below)
+    return below if worth else []
+
+
 def cross_check(einvoice: EInvoice, page_text: str, page_fields: dict[str, FieldValue],
                 dayfirst: bool = True) -> list[dict[str, Any]]:
     """Findings where the visible page contradicts the XML.
@@ -137,8 +149,7 @@ class CascadeExtractor:
             for name, fv in page_fields.items():
                 if name in fields and fields[name].value is None and fv.value is not None:
                     fields[name] = replace(fv, stage=rules_stage)  # evidence and all
-            doubtful = [name for name, fv in fields.items()
-                        if fv.stage != "xml" and fv.confidence < threshold]
+            doubtful = doubtful_fields(fields, threshold)
             model = None
             if doubtful and self.use_llm and not einvoice and document.pages:
                 model = self._ask_model(document, doc_type, fields, doubtful, usage, tracer)

@@ -101,3 +101,20 @@ def test_the_threshold_comes_from_the_command_line(monkeypatch) -> None:
     assert args.extractor == "cascade" and review_threshold() == 0.65
     monkeypatch.setenv("QUIRE_REVIEW_THRESHOLD", "not a number")
     assert review_threshold() == 0.8
+
+
+def test_an_optional_field_not_found_does_not_start_a_call_alone() -> None:
+    from agents.cascade import doubtful_fields
+    from agents.fields import FieldValue, empty_fields
+
+    fields = empty_fields("invoice")
+    for name in ("issuer", "invoice_number", "issue_date", "total", "currency", "subtotal", "tax", "line_items"):
+        fields[name] = FieldValue("x", 0.95, "rules")
+    assert doubtful_fields(fields, 0.8) == []  # only the due date is missing: many invoices have none
+    fields["issuer"] = FieldValue("x", 0.5, "rules")
+    assert doubtful_fields(fields, 0.8) == ["issuer", "due_date"]
+    fields["issuer"] = FieldValue("x", 0.95, "rules")
+    fields["tax"] = FieldValue(1.0, 0.5, "rules")  # a value read with doubt is worth a call
+    assert doubtful_fields(fields, 0.8) == ["due_date", "tax"]
+    fields["tax"] = FieldValue(1.0, 0.5, "xml")  # never the XML's
+    assert doubtful_fields(fields, 0.8) == []
