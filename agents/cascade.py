@@ -14,7 +14,6 @@ running the model on the whole document.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import replace
@@ -32,8 +31,6 @@ from agents.llm_extractor import LLMExtractor, merge_fields
 from agents.offline import estimate_usage, ocr_discount, offline_fields
 from agents.pdf import Document
 from agents.prompt import build_field_messages, chunk_pages, estimate_json, estimate_messages, system_prompt
-
-log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.8
 CORE_FIELDS = ("issuer", "invoice_number", "issue_date", "total")

@@ -18,14 +18,15 @@ from agents.errors import DocumentError
 MAX_ENVELOPES = 3
 _PEM = re.compile(rb"-----(BEGIN|END) [A-Z0-9 ]+-----")
 _BASE64 = re.compile(rb"[A-Za-z0-9+/=\s]+")
+_SIGNED_TEXT = re.compile(rb"MI[IA][A-Za-z0-9+/]{16}|-----BEGIN ")
 
 
 def looks_signed(data: bytes) -> bool:
     """True when the bytes may be a CMS structure: DER (a SEQUENCE) or base64 text of one."""
     if data[:1] == b"\x30":
         return True
-    head = data[:64].strip()
-    return head.startswith((b"MI", b"-----BEGIN"))
+    # Base64 of a DER SEQUENCE with a long or indefinite length starts "MII" or "MIA".
+    return bool(_SIGNED_TEXT.match(data[:64].strip()))
 
 
 def unwrap_p7m(data: bytes, name: str = "document") -> bytes:

@@ -157,7 +157,7 @@ def test_e_invoices_are_accepted_as_xml_and_p7m_and_other_xml_is_refused(pool, s
                services.Upload("facturx.pdf", einvoices.facturx_pdf()),
                services.Upload("order.xml", einvoices.NOT_AN_INVOICE_XML),
                services.Upload("evil.xml", einvoices.XXE_XML),
-               services.Upload("junk.p7m", b"MIIjunk!")]
+               services.Upload("junk.p7m", b"MIIBjunkjunkjunkjunkjunk!")]
     results = {r.name: r for r in _submit(pool, settings, uploads)}
     for name, standard in [("fattura.xml", "FatturaPA"), ("fattura.xml.p7m", "FatturaPA"), ("ubl.xml", "UBL")]:
         result = results[name]

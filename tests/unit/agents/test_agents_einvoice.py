@@ -109,6 +109,11 @@ def test_a_damaged_or_detached_p7m_is_a_document_error() -> None:
         unwrap_p7m(b"MI!!! not base64", "x.p7m")
 
 
+def test_text_that_merely_starts_like_base64_is_not_taken_for_a_signature() -> None:
+    with pytest.raises(DocumentError, match="not a PDF, the content looks like plain text"):
+        parse_document(b"MINUTES of the meeting held on 3 March", "minutes.pdf")
+
+
 def test_non_invoice_xml_is_refused_with_its_root_named() -> None:
     with pytest.raises(NotAnInvoice, match=r"not an e-invoice \(its root element is .*Order\)"):
         read_einvoice(samples.NOT_AN_INVOICE_XML, "order.xml")
