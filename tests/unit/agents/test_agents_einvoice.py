@@ -30,6 +30,8 @@ CASES = {
     "facturx.pdf": (samples.facturx_pdf, "Factur-X", "EN 16931", samples.EXPECTED),
     "xrechnung.pdf": (lambda: samples.facturx_pdf(samples.cii_xml(samples.XRECHNUNG_CII)), "XRechnung CII",
                       "XRechnung 3.0", samples.EXPECTED),
+    "zugferd2.pdf": (lambda: samples.attached_pdf(samples.cii_xml(), "zugferd-invoice.xml"), "ZUGFeRD 2",
+                     "EN 16931", samples.EXPECTED),
     "zugferd1.pdf": (lambda: samples.attached_pdf(samples.zugferd1_xml()), "ZUGFeRD 1", "COMFORT",
                      samples.EXPECTED),
     "fattura.xml.p7m": (lambda: samples.sign_p7m(samples.fatturapa_xml()), "FatturaPA", "FPR12",
