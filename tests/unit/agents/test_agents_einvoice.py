@@ -183,3 +183,11 @@ def test_a_factur_x_pdf_made_by_its_library_yields_its_xml_exactly() -> None:
     assert {k: result["fields"][k]["value"] for k in truth} == truth
     assert {result["fields"][k]["stage"] for k in truth} == {"xml"}
     assert result["source"]["file"] == "factur-x.xml" and result["needs_review"] is False
+
+
+def test_a_p7m_with_an_indefinite_ber_length_is_unwrapped() -> None:
+    # Some Italian signing tools write the outer SEQUENCE with an indefinite length (BER).
+    der = samples.sign_p7m(samples.fatturapa_xml())
+    length = der[1]
+    body = der[2 + (length & 0x7F if length & 0x80 else 0):]
+    assert unwrap_p7m(b"\x30\x80" + body + b"\x00\x00") == samples.fatturapa_xml()
