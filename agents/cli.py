@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--callback-url", help="where to POST the signed result")
     run_cmd.add_argument("--attempt-id", type=int, help="the attempt this run belongs to")
     run_cmd.add_argument("--heartbeat-url", help="where to POST signed heartbeats")
-    run_cmd.add_argument("--extractor", choices=("offline", "llm"), default="offline")
+    run_cmd.add_argument("--extractor", choices=("offline", "llm", "cascade"), default="offline")
     run_cmd.add_argument("--out", help="also write the payload JSON to this file")
     run_cmd.add_argument("--callback-auth", choices=("none", "databricks"), default="none",
                          help="databricks: send an OAuth bearer of the job's service principal with callbacks")
@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--model", help="model or serving endpoint (sets QUIRE_LLM_MODEL)")
     run_cmd.add_argument("--price-input-per-mtok", help="USD per million input tokens")
     run_cmd.add_argument("--price-output-per-mtok", help="USD per million output tokens")
+    run_cmd.add_argument("--review-threshold",
+                         help="confidence below which a field is doubtful: the cascade asks the model "
+                              "for it, and a core field below it needs review (default 0.8)")
     run_cmd.add_argument("--callback-key-scope", help="secret scope of the shared callback key")
     run_cmd.add_argument("--callback-key-name", help="secret key of the shared callback key")
     run_cmd.add_argument("--oauth-client-id-key",
@@ -56,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Flag -> the environment variable the extractors read it from.
 RUN_SETTINGS = {"model": "QUIRE_LLM_MODEL", "price_input_per_mtok": "QUIRE_LLM_PRICE_INPUT_PER_MTOK",
                 "price_output_per_mtok": "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK",
+                "review_threshold": "QUIRE_REVIEW_THRESHOLD",
                 "callback_key_scope": "QUIRE_CALLBACK_KEY_SCOPE", "callback_key_name": "QUIRE_CALLBACK_KEY_NAME",
                 "workspace_host": "DATABRICKS_HOST", "mlflow_tracking_uri": "MLFLOW_TRACKING_URI",
                 "mlflow_experiment": "MLFLOW_EXPERIMENT_NAME"}

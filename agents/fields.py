@@ -42,9 +42,13 @@ class FieldValue:
 
     value: Any = None
     confidence: float = 0.0
+    stage: str | None = None  # what produced it: xml, rules, ocr or llm (None: not recorded)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "confidence": round(float(self.confidence), 3)}
+        out = {"value": self.value, "confidence": round(float(self.confidence), 3)}
+        if self.stage is not None:
+            out["stage"] = self.stage
+        return out
 
 
 @dataclass
@@ -97,6 +101,7 @@ class Extraction:
     extractor: str
     model: str | None = None
     usage: Usage = field(default_factory=Usage)
+    extra: dict[str, Any] = field(default_factory=dict)  # source, findings, needs_review, tokens_saved
 
     def result(self, pages: int) -> dict[str, Any]:
         """The `result` object of the callback payload (docs/CONTRACTS.md)."""
@@ -106,6 +111,7 @@ class Extraction:
             "model": self.model,
             "pages": pages,
             "fields": {name: fv.as_dict() for name, fv in self.fields.items()},
+            **self.extra,
         }
 
 

@@ -94,7 +94,7 @@ class LLMExtractor:
                 messages = build_messages(chunk, document.page_count, i, len(chunks),
                                           classification.document_type, doc_type,
                                           hint=hint if i == 0 else None)
-                answer_type, answer_fields = self._ask(client, messages, doc_type, usage, tracer)
+                answer_type, answer_fields = self.ask(client, messages, doc_type, usage, tracer)
                 if doc_type is None:
                     doc_type = answer_type
                     fields = empty_fields(doc_type)
@@ -120,8 +120,9 @@ class LLMExtractor:
             span.set_outputs({"document_type": doc_type, "confidence": extraction.confidence})
         return extraction
 
-    def _ask(self, client: ChatClient, messages: list[dict], fixed_type: str | None,
-             usage: Usage, tracer: Any) -> tuple[str, dict[str, FieldValue]]:
+    def ask(self, client: ChatClient, messages: list[dict], fixed_type: str | None,
+            usage: Usage, tracer: Any) -> tuple[str, dict[str, FieldValue]]:
+        """One model call and its validated fields, with a repair round when they fail a check."""
         reply = client.complete(messages, tracer, usage)
         try:
             doc_type, fields = parse_answer(reply.content, fixed_type)

@@ -36,7 +36,8 @@ def estimate_usage(document: Document, type_hint: str | None, answer: Any) -> tu
 OCR_CONFIDENCE_FACTOR = 0.85
 
 
-def _ocr_discount(document: Document, confidence: float) -> float:
+def ocr_discount(document: Document, confidence: float) -> float:
+    """The overall confidence lowered by the share of pages read by OCR."""
     if not document.ocr_pages:
         return confidence
     share = len(document.ocr_pages) / max(1, document.page_count)
@@ -71,7 +72,7 @@ class OfflineExtractor:
             extraction = Extraction(
                 document_type=doc_type,
                 fields=fields,
-                confidence=_ocr_discount(document,
+                confidence=ocr_discount(document,
                                          overall_confidence(fields, classification.confidence)),
                 extractor=self.name,
                 model=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -11,9 +12,14 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_raw
 
+from agents.einvoice import EMBEDDED_NAMES, EInvoice, NotAnInvoice, looks_like_xml, read_einvoice
 from agents.errors import DocumentError
 from agents.layout import Glyph, Page, lines_from_glyphs, lines_from_text
 from agents.ocr import ocr_page, ocr_problem
+from agents.prompt import estimate_tokens
+from agents.signed import looks_signed, unwrap_p7m
+
+log = logging.getLogger(__name__)
 
 # PDF readers accept the header anywhere in the first KiB (some generators prepend junk).
 _HEADER_WINDOW = 1024
@@ -47,6 +53,7 @@ class Document:
     size_bytes: int
     pages: list[Page] = field(default_factory=list)
     ocr_pages: list[int] = field(default_factory=list)
+    einvoice: EInvoice | None = None  # the e-invoice XML it is, or carries embedded
 
     @property
     def page_count(self) -> int:
@@ -58,9 +65,25 @@ class Document:
 
 
 def read_document(path: str) -> Document:
-    """Load and parse the PDF at a local path or a `/Volumes/...` path."""
+    """Load and parse the PDF or e-invoice XML at a local path or a `/Volumes/...` path."""
     data = load_bytes(path)
-    return parse_pdf(data, source=path)
+    return parse_document(data, source=path)
+
+
+def parse_document(data: bytes, source: str = "<bytes>") -> Document:
+    """A PDF, an e-invoice XML, or either inside a signed `.p7m` envelope."""
+    name = os.path.basename(source.rstrip("/")) or source
+    envelope, original = None, data
+    if data and b"%PDF-" not in data[:_HEADER_WINDOW] and not looks_like_xml(data) and looks_signed(data):
+        data, envelope = unwrap_p7m(data, name), "CAdES (p7m)"
+    if data and b"%PDF-" not in data[:_HEADER_WINDOW] and looks_like_xml(data):
+        einvoice = read_einvoice(data, name)
+        einvoice.envelope = envelope
+        einvoice.tokens = estimate_tokens(data.decode("utf-8", "replace"))
+        # An e-invoice XML has no pages: its fields are read from the XML alone.
+        return Document(source=source, name=name, sha256=hashlib.sha256(original).hexdigest(),
+                        size_bytes=len(original), einvoice=einvoice)
+    return parse_pdf(data, source=source)
 
 
 def load_bytes(path: str) -> bytes:
@@ -105,10 +128,11 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
         if len(pdf) == 0:
             raise DocumentError(f"{name}: the PDF has no pages")
         pages = [_read_page(pdf, index, name) for index in range(len(pdf))]
-        ocr_pages = _ocr_missing_text(pdf, pages, name)
+        einvoice = embedded_einvoice(pdf, name)
+        ocr_pages = _ocr_missing_text(pdf, pages, name, required=einvoice is None)
     finally:
         pdf.close()
-    if not any(page.lines for page in pages):
+    if not any(page.lines for page in pages) and einvoice is None:
         raise DocumentError(f"{name}: the PDF has no extractable text, and OCR found none either")
     return Document(
         source=source,
@@ -117,17 +141,35 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
         size_bytes=len(data),
         pages=pages,
         ocr_pages=ocr_pages,
+        einvoice=einvoice,
     )
 
 
-def _ocr_missing_text(pdf: pdfium.PdfDocument, pages: list[Page], name: str) -> list[int]:
+def embedded_einvoice(pdf: pdfium.PdfDocument, name: str) -> EInvoice | None:
+    """The e-invoice XML a PDF/A-3 carries as an attachment (Factur-X, ZUGFeRD, XRechnung), if any."""
+    attachments = []
+    for index in range(pdf.count_attachments()):
+        attachment = pdf.get_attachment(index)
+        file = attachment.get_name() or ""
+        if file.lower().endswith(".xml"):
+            attachments.append((file.lower() not in EMBEDDED_NAMES, file, attachment))
+    for _, file, attachment in sorted(attachments, key=lambda a: (a[0], a[1])):
+        try:
+            return read_einvoice(bytes(attachment.get_data()), f"{name}:{file}", file=file)
+        except (NotAnInvoice, pdfium.PdfiumError) as exc:
+            log.info("attachment %s is not an e-invoice: %s", file, exc)
+    return None
+
+
+def _ocr_missing_text(pdf: pdfium.PdfDocument, pages: list[Page], name: str,
+                      required: bool = True) -> list[int]:
     """OCR every page without a text layer (scans); the numbers of the pages read that way."""
     missing = [i for i, page in enumerate(pages) if not page.lines]
     if not missing:
         return []
     problem = ocr_problem()
     if problem:
-        if len(missing) == len(pages):
+        if len(missing) == len(pages) and required:
             raise DocumentError(f"{name}: the PDF is a scanned image without text, and {problem}")
         return []  # a blank page among text pages: nothing lost without OCR
     for index in missing:

@@ -192,6 +192,21 @@ def build_messages(chunk: Chunk, total_pages: int, index: int, count: int,
     ]
 
 
+_ONLY = ("The document is a {doc_type}. Fill only these fields: {names}; give every other field "
+         "null. A rule-based reader proposed these candidates, each with its confidence and the "
+         "text it read it from; they are doubtful, so check each against the document: {candidates}")
+
+
+def build_field_messages(chunk: Chunk, total_pages: int, index: int, count: int, doc_type: str,
+                         wanted: list[str], candidates: dict) -> list[dict]:
+    """Chat messages asking for only the `wanted` fields, with the rules' doubtful candidates."""
+    ask = _ONLY.format(doc_type=doc_type, names=", ".join(wanted),
+                       candidates=json.dumps(candidates, ensure_ascii=False, default=str))
+    text = (f"{ask}\nPart {index + 1} of {count}: pages {chunk.first_page}-{chunk.last_page} "
+            f"of {total_pages}.\n{chunk.text}")
+    return [{"role": "system", "content": system_prompt()}, {"role": "user", "content": text}]
+
+
 def estimate_messages(messages: list[dict]) -> int:
     """Estimated prompt tokens of chat messages (content plus a few per message for roles)."""
     return sum(estimate_tokens(m["content"]) + 4 for m in messages)

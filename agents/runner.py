@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agents.classify import classify
+from agents.cascade import CascadeExtractor
+from agents.classify import Classification, classify
 from agents.errors import DocumentError
 from agents.fields import Extractor, Usage
 from agents.llm_extractor import LLMExtractor
@@ -23,12 +24,14 @@ EXIT_DOCUMENT_ERROR = 2
 
 
 def make_extractor(name: str) -> Extractor:
-    """The extractor registered under `name` (offline or llm)."""
+    """The extractor registered under `name` (offline, llm or cascade)."""
     if name == "offline":
         return OfflineExtractor()
     if name == "llm":
         return LLMExtractor()
-    raise ValueError(f"unknown extractor {name!r} (expected offline or llm)")
+    if name == "cascade":
+        return CascadeExtractor()
+    raise ValueError(f"unknown extractor {name!r} (expected offline, llm or cascade)")
 
 
 @dataclass
@@ -87,10 +90,15 @@ def run(document_path: str, extractor_name: str = "offline", attempt_id: int | N
                 span.set_outputs({"pages": pages, "sha256": document.sha256,
                                   "bytes": document.size_bytes})
             with tracer.span("classify", "CHAIN") as span:
-                classification = classify(document.text)
+                # An e-invoice says what it is; its text, if any, need not be weighed.
+                classification = Classification("invoice", 1.0, {"invoice": 1.0}) \
+                    if document.einvoice else classify(document.text)
                 span.set_outputs({"document_type": classification.document_type,
                                   "confidence": classification.confidence,
                                   "scores": classification.scores})
+            if document.einvoice is not None and not isinstance(extractor, CascadeExtractor):
+                # Exact data is read, not guessed: no extractor spends tokens on an e-invoice.
+                extractor = CascadeExtractor(use_llm=False, name=extractor.name)
             extraction = extractor.extract(document, classification, usage, tracer)
             result = extraction.result(pages)
             root.set_outputs({"document_type": extraction.document_type,

@@ -113,8 +113,9 @@ def cmd_submit(args) -> int:
                                 rerun_duplicates=args.duplicates == "rerun")
         for result in submit_documents(conn, settings, uploads, options, submitted_by=args.submitted_by):
             if result.outcome == "created":
-                print(f"task {result.task_id}: {result.name} ({result.pages} pages, priority {args.priority}, "
-                      f"agent {agent.name})")
+                kind = f"{result.einvoice} e-invoice, " if result.einvoice and not result.pages \
+                    else f"{result.pages} pages, "
+                print(f"task {result.task_id}: {result.name} ({kind}priority {args.priority}, agent {agent.name})")
             elif result.outcome == "duplicate":
                 print(f"duplicate {result.name}: already task {result.duplicate_of['id']} "
                       f"({result.duplicate_of['status']}); --duplicates rerun runs it again")
@@ -235,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply database migrations and agent configuration").set_defaults(fn=cmd_migrate)
     sub.add_parser("db-url", help="print the database DSN in use").set_defaults(fn=cmd_db_url)
     sub.add_parser("db-stop", help="stop the embedded Postgres server").set_defaults(fn=cmd_db_stop)
-    submit = sub.add_parser("submit", help="store PDF files and enqueue a task for each")
+    submit = sub.add_parser("submit", help="store PDF files or e-invoices (XML, .p7m) and enqueue a task for each")
     submit.add_argument("files", nargs="+")
     submit.add_argument("--agent")
     submit.add_argument("--priority", type=_priority, default=DEFAULT_PRIORITY,

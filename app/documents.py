@@ -14,6 +14,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _EMPTY_PAGE_TREE = re.compile(rb"/Count\s+0(?![0-9])")
 _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 MAX_STORED_NAME = 120
+# Kept as given: PDFs, e-invoice XML and signed (.p7m) e-invoices; anything else is stored as .pdf.
+STORED_SUFFIXES = (".pdf", ".xml", ".p7m")
+# What the upload widgets offer to pick (the bytes decide what is accepted).
+ACCEPTED_FILES = ".pdf,.xml,.p7m,application/pdf,text/xml,application/xml,application/pkcs7-mime"
 
 
 class DocumentRejected(ValueError):
@@ -29,6 +33,7 @@ class CheckedDocument:
     sha256: str
     pages: int
     chars: int | None = None  # characters of the text layer (None: a scan without one)
+    einvoice: str | None = None  # the e-invoice standard it is or embeds (Factur-X, FatturaPA, ...)
 
     @property
     def size(self) -> int:
@@ -72,7 +77,7 @@ def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None =
             shown = megabytes(size, up=True)  # 50.04 MB reads "50.1", never "50 MB is over the 50 MB limit"
         raise DocumentRejected(f"{name}: {shown} MB is over the {megabytes(max_bytes)} MB limit")
     if not data[:1024].lstrip().startswith(PDF_MAGIC):
-        raise DocumentRejected(f"{name}: not a PDF (its bytes do not start with %PDF-)")
+        return _check_structured(name, data)
     import pypdfium2 as pdfium
 
     try:
@@ -88,17 +93,45 @@ def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None =
         pages = len(pdf)
         chars = _text_chars(pdf)
         scanned = pages > 0 and not chars
+        from agents.pdf import embedded_einvoice
+
+        einvoice = embedded_einvoice(pdf, name)
     finally:
         pdf.close()
     if pages == 0:
         raise DocumentRejected(f"{name}: the PDF has no pages")
-    if scanned:
+    if scanned and einvoice is None:
         # Refused now rather than failing later in the agent: a scan needs OCR to be read where it runs.
         problem = scan_problem_for(executor)
         if problem:
             raise DocumentRejected(f"{name}: the PDF is a scanned image without text, and {problem}")
     return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=pages,
-                           chars=chars or None)
+                           chars=chars or None, einvoice=einvoice.standard if einvoice else None)
+
+
+def _check_structured(name: str, data: bytes) -> CheckedDocument:
+    """An e-invoice XML (FatturaPA, UBL, CII), possibly signed (.p7m); refused with the reason otherwise."""
+    from agents.einvoice import looks_like_xml, read_einvoice
+    from agents.errors import DocumentError
+    from agents.signed import looks_signed, unwrap_p7m
+
+    content = data
+    try:
+        if not looks_like_xml(content) and looks_signed(content):
+            content = unwrap_p7m(content, name)
+        if content[:1024].lstrip().startswith(PDF_MAGIC):
+            inner = check_document(name, content, max_bytes=len(content))
+            return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(),
+                                   pages=inner.pages, chars=inner.chars, einvoice=inner.einvoice)
+        if not looks_like_xml(content):
+            raise DocumentRejected(f"{name}: not a PDF or an e-invoice XML (its bytes start with neither "
+                                   "%PDF- nor an XML element)")
+        einvoice = read_einvoice(content, name)
+    except DocumentError as exc:
+        raise DocumentRejected(str(exc)) from None
+    # An e-invoice XML has no pages and no text for a model to read: its fields are exact.
+    return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=0,
+                           einvoice=einvoice.standard)
 
 
 def _text_chars(pdf) -> int:
@@ -120,7 +153,7 @@ def safe_name(name: str) -> str:
     """The file name as stored: safe characters only, at most MAX_STORED_NAME, its extension kept."""
     cleaned = _UNSAFE.sub("_", Path(name).name).strip("._") or "document"
     suffix = Path(cleaned).suffix.lower()
-    if suffix != ".pdf":
+    if suffix not in STORED_SUFFIXES:
         suffix = ".pdf"
         stem = cleaned
     else:

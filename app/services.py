@@ -356,6 +356,7 @@ class SubmitResult:
     sha256: str | None = None
     pages: int | None = None
     duplicate_of: dict[str, Any] | None = None
+    einvoice: str | None = None   # the e-invoice standard the file is or embeds
 
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
@@ -385,7 +386,8 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
         try:
             doc = check_document(upload.name, upload.data, max_bytes=max_bytes, size=upload.size,
                                  executor=agent.executor)
-            results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages))
+            results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages,
+                                        einvoice=doc.einvoice))
             accepted.append((results[-1], doc))
         except DocumentRejected as exc:
             results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
@@ -407,6 +409,8 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
                     priority=options.priority, customer=options.customer or None, document_name=doc.name,
                     document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,
                     document_chars=doc.chars,
+                    # An e-invoice is read from its XML: it reserves no model tokens.
+                    **({"estimated_tokens": 1} if doc.einvoice else {}),
                     parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
                     batch_id=options.batch_id, held=options.held)
                for _, doc in fresh.values()]

@@ -12,7 +12,9 @@ from worker.executors import DatabricksExecutor, LocalExecutor, NoopExecutor
 from worker.executors.databricks import configured_job_id, missing_job_reason
 
 EXECUTORS = (LocalExecutor.name, NoopExecutor.name, DatabricksExecutor.name)
-EXTRACTORS = ("offline", "llm")
+EXTRACTORS = ("offline", "llm", "cascade")
+# Extractors that call a model: a local agent needs a model and an endpoint for them.
+MODEL_EXTRACTORS = ("llm", "cascade")
 
 
 def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
@@ -25,16 +27,20 @@ def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
     extractor = str(settings.get("extractor") or "offline")
     if extractor not in EXTRACTORS:
         return f"unknown extractor {extractor!r} (expected one of {', '.join(EXTRACTORS)})"
+    threshold = settings.get("review_threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not 0 <= threshold <= 1):
+        return f"review_threshold must be a number from 0 to 1 (got {threshold!r})"
     if agent.executor == DatabricksExecutor.name:
         job_id, raw = configured_job_id(settings, env)
         if job_id is None:
             return missing_job_reason(raw)
         return None  # the job's own environment decides the rest
-    if extractor == "llm" and agent.executor == LocalExecutor.name:
+    if extractor in MODEL_EXTRACTORS and agent.executor == LocalExecutor.name:
         if not (agent.model or env.get("QUIRE_LLM_MODEL", "").strip()):
-            return "extractor 'llm' needs a model: set the agent's model or QUIRE_LLM_MODEL"
+            return f"extractor {extractor!r} needs a model: set the agent's model or QUIRE_LLM_MODEL"
         if not (env.get("QUIRE_LLM_BASE_URL", "").strip() or env.get("DATABRICKS_HOST", "").strip()):
-            return "extractor 'llm' needs an endpoint: set QUIRE_LLM_BASE_URL or DATABRICKS_HOST"
+            return f"extractor {extractor!r} needs an endpoint: set QUIRE_LLM_BASE_URL or DATABRICKS_HOST"
     return None
 
 

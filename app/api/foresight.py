@@ -23,6 +23,7 @@ router = APIRouter(prefix="/api", tags=["foresight"])
 class FileIn(BaseModel):
     pages: limits.FilePages = None
     size_bytes: limits.FileBytes = None
+    einvoice: bool = Field(False, description="an e-invoice XML, or a PDF with one embedded: read without a model")
 
 
 class ForecastIn(BaseModel):
@@ -57,7 +58,7 @@ async def post_forecast(body: ForecastIn, _: Identity = Depends(require_user), p
     try:
         plan = await foresight.forecast_files(pool, settings, agent=body.agent or settings.default_agent,
                                               priority=body.priority,
-                                              files=[FileFacts(f.pages, f.size_bytes) for f in body.files])
+                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice) for f in body.files])
     except NotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except InvalidArgument as exc:

@@ -92,6 +92,7 @@ class FileResult(BaseModel):
     sha256: str | None = None
     error: str | None = None
     duplicate_of: dict[str, Any] | None = None
+    einvoice: str | None = None  # the e-invoice standard the file is or embeds (read without a model)
 
 
 class SubmitResponse(BaseModel):

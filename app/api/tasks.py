@@ -34,7 +34,7 @@ SUBMIT_SLICE = 25
 async def submit_tasks(
     request: Request,
     response: Response,
-    files: list[UploadFile] = File(..., description="one or many PDF files"),
+    files: list[UploadFile] = File(..., description="one or many PDF files, or e-invoices as XML or signed .p7m"),
     agent: str | None = Form(None, description="the agent to run (default: QUIRE_DEFAULT_AGENT)"),
     priority: str = Form(str(DEFAULT_PRIORITY), description=f"0..9, 9 the most urgent (default {DEFAULT_PRIORITY})"),
     customer: str | None = Form(None),
@@ -81,14 +81,16 @@ async def submit_tasks(
         if not any(r.outcome == "created" for r in results):
             await foresight.drop_batch_if_empty(pool, batch_id)  # no half-written upload is left
     body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
-                       pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of)
+                       pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of,
+                       einvoice=r.einvoice)
             for r in results]
     created = sum(r.outcome == "created" for r in results)
     rejected = sum(r.outcome == "rejected" for r in results)
     plan = None
     if created:
         plan = await foresight.settle_forecast(pool, settings, batch_id, agent=agent, priority=priority,
-                                               files=[FileFacts(pages=r.pages) for r in results if r.outcome == "created"])
+                                               files=[FileFacts(pages=r.pages, einvoice=bool(r.einvoice))
+                                                      for r in results if r.outcome == "created"])
     if created and rejected:
         response.status_code = 207
     elif not created:
@@ -142,23 +144,37 @@ async def get_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: I
 
 
 @router.get("/tasks/{task_id}/document", response_class=Response,
-            responses={200: {"content": {"application/pdf": {}}}})
+            responses={200: {"content": {"application/pdf": {}, "text/plain": {}, "application/pkcs7-mime": {}}}})
 async def get_document(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
                        pool: ConnectionPool = Depends(get_pool)):
-    """The submitted PDF."""
+    """The submitted PDF (an e-invoice XML as plain text, a signed .p7m as a download)."""
     task = await _task_or_404(pool, task_id)
     name = task.document_name or f"task-{task.id}.pdf"
+    media, disposition = _served_as(task.document_uri)
+    # nosniff: an uploaded XML must never be rendered as markup (or run as script) on this origin.
+    headers = {"X-Content-Type-Options": "nosniff"}
     uri = task.document_uri
     if uri.startswith("/Volumes/") and not Path("/Volumes").exists():
         from databricks.sdk import WorkspaceClient
 
         download = WorkspaceClient().files.download(uri)
-        return StreamingResponse(download.contents, media_type="application/pdf",
-                                 headers={"Content-Disposition": f'inline; filename="{name}"'})
+        return StreamingResponse(download.contents, media_type=media,
+                                 headers={**headers, "Content-Disposition": f'{disposition}; filename="{name}"'})
     path = Path(uri.removeprefix("file://"))
     if not path.is_file():
         raise HTTPException(status_code=404, detail=f"the document of task {task_id} is no longer stored")
-    return FileResponse(path, media_type="application/pdf", filename=name, content_disposition_type="inline")
+    return FileResponse(path, media_type=media, filename=name, content_disposition_type=disposition,
+                        headers=headers)
+
+
+def _served_as(uri: str) -> tuple[str, str]:
+    """The media type and disposition a stored document is served with, by its stored suffix."""
+    suffix = Path(uri).suffix.lower()
+    if suffix == ".xml":
+        return "text/plain; charset=utf-8", "inline"
+    if suffix == ".p7m":
+        return "application/pkcs7-mime", "attachment"
+    return "application/pdf", "inline"
 
 
 def _one(results: list[services.ActionResult]) -> ActionOut:

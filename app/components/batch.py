@@ -85,6 +85,8 @@ class BatchView:
             icon, color, badge = fmt.STATUS_ICONS[status], fmt.STATUS_COLORS[status], status
             message = f"{fmt.plural(result.pages, 'page')} · task {result.task_id}" if result.pages \
                 else f"task {result.task_id}"
+            if result.einvoice:
+                message = f"{result.einvoice} e-invoice · {message}"
             if status == "enqueued" and entry.spot:
                 message += f" · {entry.spot}"
             if status == "failed" and result.error:

@@ -33,6 +33,31 @@ def _confidence_bar(confidence: float | None) -> None:
         ui.label(fmt.percent(confidence)).classes("text-xs w-10 text-right")
 
 
+def source_text(source: dict) -> str:
+    """"e-invoice XML · Factur-X · EN 16931": where exact values came from."""
+    return " · ".join(str(source[k]) for k in ("kind", "standard", "profile", "envelope") if source.get(k))
+
+
+def finding_text(finding: dict) -> str:
+    """One audit finding in words."""
+    if finding.get("kind") == "xml_page_mismatch":
+        field = FIELD_LABELS.get(finding.get("field"), str(finding.get("field", "")).replace("_", " "))
+        page = finding.get("page")
+        return (f"{field}: the e-invoice XML states {fmt.value_text(finding.get('xml'))}, the page shows "
+                f"{fmt.value_text(page) if page is not None else 'nothing'}")
+    return str(finding.get("kind", "finding")).replace("_", " ")
+
+
+def _source_and_findings(result: dict) -> None:
+    source = result.get("source")
+    if isinstance(source, dict) and source:
+        ui.label(source_text(source)).classes("text-xs quire-muted").props('data-testid="result-source"')
+    for finding in result.get("findings") or []:
+        if isinstance(finding, dict):
+            ui.label(finding_text(finding)).classes("text-sm text-negative") \
+                .props('data-testid="result-finding"')
+
+
 def result_card(task: Task) -> None:
     with ui.card().classes("quire-card w-full p-5 gap-3"):
         with ui.row().classes("w-full items-center"):
@@ -49,6 +74,7 @@ def result_card(task: Task) -> None:
             waiting = {"enqueued": "Waiting for a worker.", "processing": "The agent is reading the document…"}
             ui.label(waiting.get(task.status.value, "No result.")).classes("quire-muted")
             return
+        _source_and_findings(task.result)
         fields = task.result.get("fields") or {}
         if not fields:
             ui.label("The agent returned no fields.").classes("quire-muted")

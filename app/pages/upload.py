@@ -1,4 +1,4 @@
-"""The upload page: drop many PDFs, choose agent, priority and customer, follow the batch live."""
+"""The upload page: drop many PDFs or e-invoices, choose agent, priority and customer, follow the batch live."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from app.auth import viewer
 from app.components.batch import BatchView, Entry
 from app.components.forecast_panel import ForecastPanel
 from app.components.layout import frame, watch
+from app.documents import ACCEPTED_FILES
 from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY, TaskStatus
 from schema.stats import StreamEvent
@@ -47,7 +48,8 @@ class UploadForm:
         with ui.row().classes("w-full items-end justify-between"):
             with ui.column().classes("gap-0"):
                 ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
-                ui.label("Invoices, contracts and financial statements as PDF. Every file is checked before "
+                ui.label("Invoices, contracts and financial statements as PDF; e-invoices as XML (FatturaPA, "
+                         "UBL, CII) or signed .p7m. Every file is checked before "
                          "anything is stored; a file submitted before is offered, not run twice.") \
                     .classes("quire-muted")
         with ui.card().classes("quire-card w-full p-5 gap-4"):
@@ -64,12 +66,12 @@ class UploadForm:
                     .props('data-testid="upload-review"')
                 ui.space()
                 ui.label(f"Up to {self.settings.max_upload_mb} MB per file").classes("text-sm quire-muted")
-            self.uploader = ui.upload(multiple=True, auto_upload=True, label="PDF documents",
+            self.uploader = ui.upload(multiple=True, auto_upload=True, label="PDF documents or e-invoice XML",
                                       max_file_size=self.settings.max_upload_mb * 1_000_000,
                                       max_files=self.settings.max_batch_files,
                                       on_rejected=self._refused_by_browser,
                                       on_begin_upload=self._begin, on_multi_upload=self._received) \
-                .props('flat color=primary data-testid="uploader"').classes("w-full")
+                .props(f'flat color=primary data-testid="uploader" accept="{ACCEPTED_FILES}"').classes("w-full")
             self.busy = ui.row().classes("items-center gap-2")
             with self.busy:
                 ui.spinner(size="sm")
@@ -87,8 +89,8 @@ class UploadForm:
         return services.SubmitOptions(**values)
 
     def _refused_by_browser(self) -> None:
-        ui.notify(f"Some files were not sent: larger than {self.settings.max_upload_mb} MB, "
-                  f"or more than {self.settings.max_batch_files} at once.", type="warning", position="top")
+        ui.notify(f"Some files were not sent: not a PDF, XML or .p7m file, larger than "
+                  f"{self.settings.max_upload_mb} MB, or more than {self.settings.max_batch_files} at once.", type="warning", position="top")
 
     def _begin(self) -> None:
         self.busy_label.text = "Uploading and checking files…"
@@ -119,7 +121,8 @@ class UploadForm:
                 self.batch.add(results, {u.name: u for u in uploads if _duplicate(u.name, results)})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
-                facts += [FileFacts(pages=r.pages) for r in results if r.outcome == "created"]
+                facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice))
+                          for r in results if r.outcome == "created"]
             if facts:
                 self.busy_label.text = "Forecasting…"
                 plan = await foresight.settle_forecast(self.pool, self.settings, batch_id, agent=options.agent,

@@ -177,3 +177,28 @@ def test_session_cookie_from_the_token(app_server):
         link = http.get("/login", params={"token": TOKEN, "next": "//evil.example"}, follow_redirects=False)
         assert link.status_code == 303 and link.headers["location"] == "/"
         assert http.get("/api/tasks").status_code == 200
+
+
+def test_e_invoices_are_submitted_and_served_back_as_plain_text(app_server):
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    server, _ = app_server
+    fattura = einvoices.fatturapa_xml()
+    signed = einvoices.sign_p7m(fattura)
+    with server.operator() as http:
+        response = http.post("/api/tasks", files=_files(("api-fattura.xml", fattura), ("api-fattura.xml.p7m", signed),
+                                                        ("api-order.xml", einvoices.NOT_AN_INVOICE_XML)))
+        assert response.status_code == 207
+        by_name = {f["file"]: f for f in response.json()["files"]}
+        assert (by_name["api-fattura.xml"]["einvoice"], by_name["api-fattura.xml"]["pages"]) == ("FatturaPA", 0)
+        assert by_name["api-fattura.xml.p7m"]["einvoice"] == "FatturaPA"
+        assert by_name["api-order.xml"]["status"] == 422 and "not an e-invoice" in by_name["api-order.xml"]["error"]
+        xml = http.get(f"/api/tasks/{by_name['api-fattura.xml']['task_id']}/document")
+        p7m = http.get(f"/api/tasks/{by_name['api-fattura.xml.p7m']['task_id']}/document")
+        forecast = http.post("/api/forecast", json={"files": [{"pages": 0, "einvoice": True}]})
+    # An uploaded XML is never rendered as markup on the app's origin.
+    assert xml.headers["content-type"].startswith("text/plain") and xml.content == fattura
+    assert xml.headers["x-content-type-options"] == "nosniff"
+    assert p7m.headers["content-type"] == "application/pkcs7-mime" and p7m.content == signed
+    assert p7m.headers["content-disposition"].startswith("attachment")
+    assert forecast.status_code == 200 and forecast.json()["tokens"] == 0

@@ -265,3 +265,35 @@ def test_sign_in_with_the_token(browser, app_server):
     expect(page).to_have_url(f"{server.url}/dashboard")
     expect(page.locator('[data-testid="identity"]')).to_have_text("operator")
     context.close()
+
+
+def test_e_invoices_are_taken_and_a_page_xml_mismatch_shows_on_the_task(page, app_server, tmp_path):
+    from agents.extract import extract_document
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    server, conn = app_server
+    visit(page, f"{server.url}/")
+    page.locator('[data-testid="upload-review"]').click()  # run at once, no forecast to release
+    files = [{"name": "fattura.xml", "b64": base64.b64encode(einvoices.fatturapa_xml()).decode()},
+             {"name": "order.xml", "b64": base64.b64encode(einvoices.NOT_AN_INVOICE_XML).decode()}]
+    page.evaluate(DROP_FILES, files)
+    rows = page.locator('[data-testid="batch-row"]')
+    expect(rows).to_have_count(2)
+    expect(rows.filter(has_text="fattura.xml").locator('[data-testid="file-message"]')).to_contain_text(
+        "FatturaPA e-invoice · task")
+    expect(rows.filter(has_text="order.xml").locator('[data-testid="file-message"]')).to_contain_text(
+        "not an e-invoice")
+    # What the agent reports for a Factur-X PDF whose page shows another total than its XML.
+    planted = tmp_path / "planted.pdf"
+    planted.write_bytes(einvoices.planted_pdf())
+    result = extract_document(str(planted))
+    result.pop("usage")
+    queue.configure_agent(conn, "audit")
+    task = queue.enqueue(conn, agent="audit", document_uri=str(planted), document_name="planted.pdf")
+    [claim] = queue.claim(conn, agent="audit", worker_id="w-audit", limit=1)
+    queue.apply_callback(conn, claim.attempt_id, {"status": "completed", "confidence": 0.9, "result": result,
+                                                  "input_tokens": 0, "output_tokens": 0})
+    visit(page, f"{server.url}/tasks/{task.id}")
+    expect(page.locator('[data-testid="result-source"]')).to_have_text("e-invoice XML · Factur-X · EN 16931")
+    expect(page.locator('[data-testid="result-finding"]').filter(has_text="Total")).to_have_text(
+        "Total: the e-invoice XML states 1,440.00, the page shows 1,540.00")

@@ -206,3 +206,20 @@ def test_pause_and_resume_an_agent_from_the_command_line(quire, tmp_path, conn):
     assert quire("pause", "nobody", check=False).returncode == 2
     assert "resumed" in quire("resume", "documents").stdout
     assert conn.execute("SELECT paused_at FROM agents WHERE name = 'documents'").fetchone()["paused_at"] is None
+
+
+def test_submit_takes_e_invoices_as_xml_and_p7m_and_refuses_other_xml(quire, tmp_path, conn):
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    (tmp_path / "fattura.xml").write_bytes(einvoices.fatturapa_xml())
+    (tmp_path / "fattura.xml.p7m").write_bytes(einvoices.sign_p7m(einvoices.fatturapa_xml(), "der"))
+    (tmp_path / "order.xml").write_bytes(einvoices.NOT_AN_INVOICE_XML)
+    quire("migrate")
+    proc = quire("submit", *(str(tmp_path / n) for n in ("fattura.xml", "fattura.xml.p7m", "order.xml")),
+                 check=False)
+    assert proc.returncode == 1
+    assert "fattura.xml (FatturaPA e-invoice, priority" in proc.stdout
+    assert "fattura.xml.p7m (FatturaPA e-invoice, priority" in proc.stdout
+    assert "order.xml: an XML document, but not an e-invoice" in proc.stderr
+    names = sorted(r["document_name"] for r in conn.execute("SELECT document_name FROM tasks"))
+    assert names == ["fattura.xml", "fattura.xml.p7m"]

@@ -108,9 +108,11 @@ class LocalExecutor(Executor):
             argv += ["--heartbeat-url", launch.heartbeat_url]
         if out_path is not None:
             argv += ["--out", str(out_path)]
-        extractor = (launch.agent.settings or {}).get("extractor")
-        if extractor:
-            argv += ["--extractor", str(extractor)]
+        settings = launch.agent.settings or {}
+        if settings.get("extractor"):
+            argv += ["--extractor", str(settings["extractor"])]
+        if settings.get("review_threshold") is not None:
+            argv += ["--review-threshold", f"{float(settings['review_threshold']):g}"]
         return argv
 
     def _env(self, launch: Launch) -> dict[str, str]:

@@ -158,3 +158,28 @@ def test_a_scan_for_an_agent_on_databricks_is_refused_at_upload_with_the_reason(
     # Whatever this machine has, the job's serverless compute has no Tesseract.
     assert scan.outcome == "rejected" and "Databricks serverless job" in scan.error and "Tesseract" in scan.error
     assert text.outcome == "created"
+
+
+def test_e_invoices_are_accepted_as_xml_and_p7m_and_other_xml_is_refused(pool, settings, conn):
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    queue.configure_agent(conn, "docs")
+    uploads = [services.Upload("fattura.xml", einvoices.fatturapa_xml()),
+               services.Upload("fattura.xml.p7m", einvoices.sign_p7m(einvoices.fatturapa_xml(), "base64")),
+               services.Upload("ubl.xml", einvoices.ubl_xml()),
+               services.Upload("facturx.pdf", einvoices.facturx_pdf()),
+               services.Upload("order.xml", einvoices.NOT_AN_INVOICE_XML),
+               services.Upload("evil.xml", einvoices.XXE_XML),
+               services.Upload("junk.p7m", b"MIIBjunkjunkjunkjunkjunk!")]
+    results = {r.name: r for r in _submit(pool, settings, uploads)}
+    for name, standard in [("fattura.xml", "FatturaPA"), ("fattura.xml.p7m", "FatturaPA"), ("ubl.xml", "UBL")]:
+        result = results[name]
+        assert (result.outcome, result.pages, result.einvoice) == ("created", 0, standard), name
+        task = queue.get_task(conn, result.task_id)
+        assert task.document_uri.endswith(name) and task.estimated_tokens == 1
+    facturx = results["facturx.pdf"]
+    assert (facturx.outcome, facturx.pages, facturx.einvoice) == ("created", 1, "Factur-X")
+    assert "not an e-invoice" in results["order.xml"].error and "Order" in results["order.xml"].error
+    assert "DTD or entities" in results["evil.xml"].error
+    assert "signed (.p7m)" in results["junk.p7m"].error
+    assert all(results[n].outcome == "rejected" for n in ("order.xml", "evil.xml", "junk.p7m"))

@@ -138,3 +138,18 @@ def test_positions_past_the_bound_are_estimates_and_budgets_show(conn):
     (claim,) = queue.claim(conn, agent="docs", worker_id="w")
     _complete(conn, claim, cost=0.5)
     assert positions.task_positions(conn, [tasks[5].id])[tasks[5].id].describe() == "waiting: budget"
+
+
+def test_a_forecast_knows_e_invoices_cost_no_tokens_and_the_cascade_sends_a_share(conn):
+    make_agent(conn, "rules-first", settings={"extractor": "cascade"},
+               price_input_per_mtok=2.0, price_output_per_mtok=10.0)
+    make_agent(conn, "all-model", settings={"extractor": "llm"})
+    pdf, xml = forecast.FileFacts(pages=2), forecast.FileFacts(pages=0, einvoice=True)
+
+    def tokens(agent, files):
+        return forecast.forecast_batch(conn, agent=agent, priority=0, files=files, workers=1,
+                                       compute_rate_usd_per_hour=0).tokens
+
+    assert tokens("all-model", [xml]) == tokens("rules-first", [xml]) == 0
+    assert tokens("all-model", [pdf, xml]) == queue.estimate_tokens(pages=2)
+    assert tokens("rules-first", [pdf]) == round(queue.estimate_tokens(pages=2) * forecast.STATIC_CASCADE_LLM_SHARE)

@@ -23,6 +23,10 @@ LLM_ENV = {"QUIRE_LLM_MODEL": "gpt-test", "QUIRE_LLM_BASE_URL": "http://127.0.0.
     # The bundle's job reaches the app as QUIRE_AGENT_JOB_ID (app.yaml, valueFrom the job resource).
     ({"extractor": "llm"}, {"QUIRE_AGENT_JOB_ID": "77"}, "databricks", None, None),
     ({}, {"QUIRE_AGENT_JOB_ID": "not-a-job"}, "databricks", None, "names no job"),
+    ({"extractor": "cascade"}, {}, "local", None, "extractor 'cascade' needs a model"),
+    ({"extractor": "cascade", "review_threshold": 0.7}, LLM_ENV, "local", None, None),
+    ({"extractor": "cascade", "review_threshold": 7}, LLM_ENV, "local", None, "review_threshold must be"),
+    ({"extractor": "cascade", "review_threshold": "high"}, LLM_ENV, "local", None, "review_threshold must be"),
     ({"job_id": 42, "extractor": "llm"}, {}, "databricks", None, None),
     ({}, {}, "kubernetes", None, "unknown executor 'kubernetes'"),
     ({}, {}, "local", None, None),
@@ -69,3 +73,14 @@ def test_checking_again_changes_nothing_that_did_not_change(conn):
     stamp = conn.execute("SELECT xmin::text AS x FROM agents WHERE name = 'odd'").fetchone()["x"]
     check_agents(conn)
     assert conn.execute("SELECT xmin::text AS x FROM agents WHERE name = 'odd'").fetchone()["x"] == stamp
+
+
+def test_a_local_run_is_told_its_extractor_and_review_threshold(conn, tmp_path):
+    from worker.executors.base import Launch
+    from worker.executors.local import LocalConfig, LocalExecutor
+
+    agent = make_agent(conn, "cascading", settings={"extractor": "cascade", "review_threshold": 0.75})
+    task = make_task(conn, "cascading")
+    argv = LocalExecutor(LocalConfig(runs_dir=tmp_path))._argv(Launch(1, task, agent, "s"), None)
+    assert argv[argv.index("--extractor") + 1] == "cascade"
+    assert argv[argv.index("--review-threshold") + 1] == "0.75"

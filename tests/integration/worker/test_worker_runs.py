@@ -129,6 +129,28 @@ def test_worker_local_run_without_callback_url_reports_through_its_file(pool, co
     assert not (tmp_path / "runs" / f"attempt-{attempt.id}").exists()
 
 
+def test_worker_runs_a_cascade_agent_on_a_signed_e_invoice_without_tokens(pool, conn, tmp_path, monkeypatch):
+    from tests.unit.agents import einvoice_samples as einvoices
+
+    # A model the cascade must not call for an e-invoice: nothing listens there.
+    monkeypatch.setenv("QUIRE_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    make_agent(conn, "docs", executor="local", model="never-called",
+               settings={"extractor": "cascade", "review_threshold": 0.85})
+    signed = tmp_path / "fattura.xml.p7m"
+    signed.write_bytes(einvoices.sign_p7m(einvoices.fatturapa_xml(), "base64"))
+    task = make_task(conn, "docs", document_uri=str(signed), pages=0)
+    table, claimer, heartbeats = services(pool, tmp_path)
+    assert claimer.run_once() == 1
+    settle_all(table, heartbeats)
+    done = queue.get_task(conn, task.id)
+    assert done.status.value == "completed", done.error
+    assert done.result["extractor"] == "cascade" and done.result["pages"] == 0
+    assert done.result["source"]["standard"] == "FatturaPA"
+    assert done.result["fields"]["total"] == {"value": 1830.0, "confidence": 0.99, "stage": "xml"}
+    [attempt] = done.attempts
+    assert attempt.input_tokens == 0 and attempt.output_tokens == 0
+
+
 def test_worker_crash_is_reported_as_a_retryable_failure_with_stderr(pool, conn, tmp_path):
     make_agent(conn, "docs", executor="local")
     task = make_task(conn, "docs", max_attempts=3)
