@@ -139,7 +139,9 @@ $$;
 
 -- Statement-level: every task that just completed with a result and needs a person joins the
 -- queue, in the transaction that completed it.
-CREATE FUNCTION quire_tasks_to_review() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Each completed task is looked up by id (reviews, agents): nested loops over indexes, whatever the
+-- statement that fired it turned off.
+CREATE FUNCTION quire_tasks_to_review() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = on AS $$
 BEGIN
     WITH done AS (
         SELECT n.id, n.result, n.confidence, n.parent_id, a.settings
@@ -170,7 +172,7 @@ CREATE TRIGGER tasks_to_review AFTER UPDATE ON tasks
 
 -- A re-extraction (a child task) ends its parent's open review: a reviewer still on it gets a
 -- conflict, and the child is reviewed when it completes.
-CREATE FUNCTION quire_tasks_supersede_review() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION quire_tasks_supersede_review() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = on AS $$
 BEGIN
     WITH gone AS (
         UPDATE reviews r SET status = 'superseded', decided_at = now(),
