@@ -74,8 +74,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui.storage import Storage
 
     from app import auth, guard, live, services
-    from app.api import callbacks, docs, events, export, foresight, health, session, summary, tasks
-    from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
+    from app.api import callbacks, docs, events, export, foresight, health, review, session, summary, tasks
+    from app.pages import dashboard, login, review as review_page, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
 
@@ -91,10 +91,11 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     # A request waits at most a few seconds for a connection: during an outage the API answers 503.
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
     guard.install(app, settings)
-    for module in (tasks, summary, events, health, session, callbacks, export, foresight):
+    for module in (tasks, summary, events, health, session, callbacks, export, foresight, review):
         app.include_router(module.router)
     docs.install(app, title="Quire API", version="0.1.0",
-                 description="Submit documents, follow tasks live, retry and cancel. "
+                 description="Submit documents, follow tasks live, retry and cancel; review, correct and approve "
+                             "extracted data. "
                              "Send the operator token as `Authorization: Bearer <token>`.")
     base_url = public_url(settings)
     app.on_startup(broadcaster.start)

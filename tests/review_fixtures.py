@@ -19,11 +19,13 @@ def invoice_lines(n: int) -> list[tuple[str, str, Any]]:
             ("invoice_number", f"Rechnungsnr. RE-2024-{n:03d}", f"RE-2024-{n:03d}"),
             ("issue_date", f"Datum: 2024-03-{1 + n % 28:02d}", f"2024-03-{1 + n % 28:02d}"),
             ("currency", "Waehrung: EUR", "EUR"),
-            ("subtotal", f"Netto: {net:,}.00".replace(",", "."), float(net)),
-            ("tax", f"MwSt: {net * 0.19:,.2f}".replace(",", "X").replace(".", ",").replace("X", "."),
-             round(net * 0.19, 2)),
-            ("total", f"Gesamt: {net * 1.19:,.2f}".replace(",", "X").replace(".", ",").replace("X", "."),
-             round(net * 1.19, 2))]
+            ("subtotal", f"Netto: {_german(net)}", float(net)),
+            ("tax", f"MwSt: {_german(net * 0.19)}", round(net * 0.19, 2)),
+            ("total", f"Gesamt: {_german(net * 1.19)}", round(net * 1.19, 2))]
+
+
+def _german(amount: float) -> str:
+    return f"{amount:,.2f}".replace(",", "X").replace(".", ",").replace("X", ".")
 
 
 def invoice_pdf(n: int) -> bytes:

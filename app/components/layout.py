@@ -113,7 +113,7 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
             ui.icon("auto_stories", size="26px").classes("text-white")
             ui.label("Quire").classes("text-xl font-semibold text-white tracking-tight quire-header-title")
         with ui.element("nav").classes("quire-nav flex gap-1"):
-            for path, name in (("/", "Upload"), ("/dashboard", "Dashboard")):
+            for path, name in (("/", "Upload"), ("/dashboard", "Dashboard"), ("/review", "Review")):
                 ui.link(name, path).classes("active" if name.lower() == active else "")
             ui.link("API", "/docs", new_tab=True)
         ui.space()
