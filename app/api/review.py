@@ -25,7 +25,11 @@ from schema.settings import Settings
 from schema.stats import TaskFilter
 
 router = APIRouter(prefix="/api/review", tags=["review"])
-ID = PathParam(..., ge=1, le=services.MAX_ID)
+
+def _id():
+    # A fresh parameter per route: FastAPI binds a parameter object to the first name it serves.
+    return PathParam(..., ge=1, le=services.MAX_ID)
+
 _CONFLICT = {409: {"description": "the claim no longer holds (re-extracted, decided, or taken over): nothing was written"},
              403: {"description": "not a reviewer"}, 422: {"description": "a value its field's type refuses"}}
 
@@ -62,7 +66,8 @@ class ReviewOut(BaseModel):
 
 
 def _out(item: Review) -> ReviewOut:
-    return ReviewOut(**{k: getattr(item, k) for k in ReviewOut.model_fields if hasattr(item, k)},
+    plain = {k: getattr(item, k) for k in ReviewOut.model_fields if k not in ("extraction", "corrections")}
+    return ReviewOut(**plain,
                      extraction=item.result, corrections=[CorrectionOut(**c.__dict__) for c in item.corrections])
 
 
@@ -138,7 +143,7 @@ async def claim_next(flt: TaskFilter = Depends(filter_query), who: Identity = De
 
 
 @router.post("/tasks/{task_id}/claim", response_model=ReviewOut, responses=_CONFLICT)
-async def claim_task(task_id: int = ID, who: Identity = Depends(require_reviewer),
+async def claim_task(task_id: int = _id(), who: Identity = Depends(require_reviewer),
                      pool: ConnectionPool = Depends(get_pool), settings: Settings = Depends(get_settings)) -> ReviewOut:
     """Claims the review of one task; 409 when it is decided or another reviewer holds it."""
     item = await reviews.claim_task(pool, settings, who.name, task_id)
@@ -223,7 +228,7 @@ async def _stream(pool: ConnectionPool, settings: Settings, resume: int | None) 
 
 @router.get("/tasks/{task_id}/pages/{page}.png", response_class=FileResponse,
             responses={200: {"content": {"image/png": {}}}})
-async def page_image(task_id: int = ID, page: int = PathParam(..., ge=1, le=100_000),
+async def page_image(task_id: int = _id(), page: int = PathParam(..., ge=1, le=100_000),
                      _: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool),
                      settings: Settings = Depends(get_settings)):
     """A page of the task's document, rendered on the server (cached)."""
@@ -243,14 +248,14 @@ async def _task(pool: ConnectionPool, task_id: int):
 
 
 @router.get("/{review_id}", response_model=ReviewOut)
-async def get_review(review_id: int = ID, _: Identity = Depends(require_user),
+async def get_review(review_id: int = _id(), _: Identity = Depends(require_user),
                      pool: ConnectionPool = Depends(get_pool)) -> ReviewOut:
     """One review with its extraction, its values now and its trail of corrections."""
     return _out(await _guarded(reviews.read(pool, review_id)))
 
 
 @router.post("/{review_id}/save", response_model=ReviewOut, responses=_CONFLICT)
-async def save(body: SaveIn, review_id: int = ID, who: Identity = Depends(require_reviewer),
+async def save(body: SaveIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                pool: ConnectionPool = Depends(get_pool), settings: Settings = Depends(get_settings)) -> ReviewOut:
     """Saves corrections (one trail row per changed field) and renews the lease."""
     return _out(await _guarded(reviews.save(pool, settings, review_id, body.claim_token, who.name, body.fields,
@@ -258,7 +263,7 @@ async def save(body: SaveIn, review_id: int = ID, who: Identity = Depends(requir
 
 
 @router.post("/{review_id}/approve", response_model=ReviewOut, responses=_CONFLICT)
-async def approve(body: DecideIn, review_id: int = ID, who: Identity = Depends(require_reviewer),
+async def approve(body: DecideIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                   pool: ConnectionPool = Depends(get_pool)) -> ReviewOut:
     """Approves the document: the extraction plus its corrections (and any given here) is the data."""
     return _out(await _guarded(reviews.decide(pool, review_id, body.claim_token, who.name, ReviewStatus.APPROVED,
@@ -266,7 +271,7 @@ async def approve(body: DecideIn, review_id: int = ID, who: Identity = Depends(r
 
 
 @router.post("/{review_id}/reject", response_model=ReviewOut, responses=_CONFLICT)
-async def reject(body: DecideIn, review_id: int = ID, who: Identity = Depends(require_reviewer),
+async def reject(body: DecideIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                  pool: ConnectionPool = Depends(get_pool)) -> ReviewOut:
     """Rejects the document, with an optional note saying why."""
     return _out(await _guarded(reviews.decide(pool, review_id, body.claim_token, who.name, ReviewStatus.REJECTED,
@@ -274,7 +279,7 @@ async def reject(body: DecideIn, review_id: int = ID, who: Identity = Depends(re
 
 
 @router.post("/{review_id}/release", responses={409: {"description": "the claim no longer holds"}})
-async def release(body: ReleaseIn, review_id: int = ID, who: Identity = Depends(require_reviewer),
+async def release(body: ReleaseIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                   pool: ConnectionPool = Depends(get_pool)) -> dict:
     """Hands the document back to the queue now instead of at the end of the lease."""
     if not await reviews.release(pool, review_id, body.claim_token, who.name):
