@@ -3,6 +3,7 @@ not depend on what today's extractor reports."""
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ def _german(amount: float) -> str:
     return f"{amount:,.2f}".replace(",", "X").replace(".", ",").replace("X", ".")
 
 
+@functools.lru_cache(maxsize=512)
 def invoice_pdf(n: int) -> bytes:
     """A one-page invoice whose lines are the ones invoice_lines names."""
     from fpdf import FPDF
@@ -44,7 +46,8 @@ def invoice_pdf(n: int) -> bytes:
     return buffer.getvalue()
 
 
-def _boxes(pdf_bytes: bytes, texts: list[str]) -> tuple[dict[str, list[float]], list[list[float]]]:
+@functools.lru_cache(maxsize=512)
+def _boxes(pdf_bytes: bytes, texts: tuple[str, ...]) -> tuple[dict[str, list[float]], list[list[float]]]:
     """Each text's box on page 1, in points from the top-left, and the page sizes."""
     import pypdfium2 as pdfium
 
@@ -75,7 +78,7 @@ def invoice_result(n: int, pdf_bytes: bytes, *, confidence: float = 0.9, low: tu
     """A result with evidence for every field; `low` fields get confidence 0.3, `wrong` values replace
     the page's (what a reviewer then has to correct)."""
     lines = invoice_lines(n)
-    boxes, sizes = _boxes(pdf_bytes, [text for _, text, _ in lines])
+    boxes, sizes = _boxes(pdf_bytes, tuple(text for _, text, _ in lines))
     fields = {}
     for name, text, value in lines:
         fields[name] = {"value": (wrong or {}).get(name, value), "confidence": 0.3 if name in low else confidence,
