@@ -116,6 +116,22 @@ def test_a_reviewer_works_through_a_batch_with_the_keyboard_alone(browser, app_s
         assert row["corrected_fields"] == (["total"] if n % 4 == 0 else [])
     assert csv.splitlines()[0].startswith("review_id,task_id,agent,customer,document_name,document_type,approved_by")
     assert sum(REVIEWER in line for line in csv.splitlines()) == len(by_number)
+    # The dashboard shows what the corrections teach, counted from the trail.
+    context, page = open_as(browser, server, REVIEWER, DESKTOP)
+    try:
+        page.goto(f"{server.url}/dashboard")
+        page.wait_for_function("() => window.did_handshake === true")
+        expect(page.locator('[data-testid="review-kpi-approved"]')).to_have_text(str(len(by_number)))
+        rates = page.locator('[data-testid="review-field-rates"]')
+        corrected = sum(1 for n in by_number if n % 4 == 0)
+        share = round(100 * corrected / len(by_number))
+        expect(rates.get_by_role("row", name=f"total {len(by_number)} {corrected} {share}%", exact=True)).to_have_count(1)
+        expect(page.locator('[data-testid="review-accuracy"]')).to_contain_text("documents · offline · none")
+        task_id = exported[next(iter(exported))]["task_id"]
+        page.goto(f"{server.url}/tasks/{task_id}")
+        expect(page.locator('[data-testid="review-history"]')).to_contain_text(f"approved by {REVIEWER}")
+    finally:
+        context.close()
     rejected = conn.execute("SELECT count(*) AS n FROM reviews WHERE status = 'rejected' AND decided_by = %s "
                             "AND decision_note = 'duplicate of an earlier invoice'", (REVIEWER,)).fetchone()["n"]
     assert rejected == 4
