@@ -181,6 +181,8 @@ def test_the_phone_view_is_read_only_with_approve_and_reject(browser, app_server
         expect(phone.locator('[data-testid="phone-invoice_number"]')).to_have_text("RE-2024-301")
         expect(phone.locator('[data-testid="phone-total"]')).to_have_text(correct_total(301))
         assert page_width(page) <= PHONE["width"]
+        page.screenshot(path=os.environ.get("QUIRE_REVIEW_PHONE_SCREENSHOT", "/tmp/quire-review-390.png"),
+                        full_page=True)
         page.locator('[data-testid="phone-approve"]').click()
         expect(page.locator('[data-testid="review-document"]')).to_have_text("rechnung-302.pdf")
         page.locator('[data-testid="phone-reject"]').click()
