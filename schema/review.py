@@ -178,8 +178,10 @@ def _lock_current(conn: psycopg.Connection, review_id: int, claim_token: int, wh
 
 
 def _changes(current: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+    # A field the document has is changed when its value differs; one it lacks, when given a value.
     return [{"field": name, "old_value": current.get(name), "new_value": value}
-            for name, value in values.items() if current.get(name) != value or name not in current]
+            for name, value in values.items()
+            if (current[name] != value if name in current else value is not None)]
 
 
 def _write(conn, review_id: int, claim_token: int, who: str, values: dict[str, Any], reason: str | None,

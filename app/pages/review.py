@@ -24,6 +24,12 @@ KEYS = [("↓ / j", "next field"), ("↑ / k", "previous field"), ("Enter", "edi
 REASONS = {"low_confidence": "low confidence", "finding": "failed cross-check", "flagged": "flagged by the agent",
            "sample": "spot check", "re-extraction": "re-extraction"}
 
+KEYS_SCRIPT = """<script>
+document.addEventListener('keydown', (e) => {
+  const typing = ['INPUT', 'TEXTAREA', 'SELECT'].includes(e.target.tagName) || e.target.isContentEditable;
+  if (!typing && [' ', 'ArrowUp', 'ArrowDown', 'PageUp', 'PageDown'].includes(e.key)) e.preventDefault();
+});
+</script>"""
 REVIEW_CSS = """
 .quire-field { border: 1px solid #e3e8ef; border-radius: 8px; padding: 8px 10px; background: #fff; }
 .quire-field.selected { border-color: #2563eb; box-shadow: 0 0 0 2px rgba(37,99,235,0.25); }
@@ -76,6 +82,8 @@ class ReviewDesk:
         self.reviewed = 0
         self.deciding = False
         ui.add_css(REVIEW_CSS)
+        # The review keys must not also scroll the page, outside the text fields.
+        ui.add_body_html(KEYS_SCRIPT)
         ui.keyboard(on_key=self.on_key, ignore=["input", "textarea", "select"])
         self.body = ui.column().classes("w-full gap-4 min-w-0")
         self.reject_dialog()
@@ -475,7 +483,8 @@ async def _page(request: Request, task_id: int | None, query: dict[str, str | No
             return
         item, mine = await _open(who, flt, task_id)
         if task_id is not None and item is None:
-            ui.label(f"Task {task_id} has no review.").classes("text-lg font-semibold") \
+            ui.label(f"There is no review for task {shown}." if (shown := query.get("shown")) else "No review.") \
+                .classes("text-lg font-semibold") \
                 .props('data-testid="review-none"')
             ui.link("Open the next document to review", "/review").classes("text-primary")
             return
@@ -495,4 +504,5 @@ async def review_task_page(request: Request, task_id: str, customer: str | None 
                            date_from: str | None = None, date_to: str | None = None):
     number = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) < 19 else 0
     await _page(request, number if services.valid_id(number) else -1,
-                {"customer": customer, "agent": agent, "date_from": date_from, "date_to": date_to})
+                {"customer": customer, "agent": agent, "date_from": date_from, "date_to": date_to,
+                 "shown": task_id if len(task_id) <= 40 else task_id[:40] + "…"})
