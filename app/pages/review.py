@@ -208,7 +208,7 @@ class ReviewDesk:
                 with ui.row().classes("w-full items-baseline gap-2 no-wrap quire-field"):
                     ui.label(name.replace("_", " ")).classes("quire-field-name").style("min-width: 110px")
                     ui.label(review_values.show(item.values.get(name), kind, self.style) or "—") \
-                        .classes("quire-mono break-all").props(f'data-testid="phone-{name}"')
+                        .classes("quire-mono break-words min-w-0").props(f'data-testid="phone-{name}"')
             with ui.row().classes("w-full gap-2 no-wrap pt-2"):
                 ui.button("Approve", icon="check_circle", on_click=self.approve) \
                     .props('color=positive unelevated data-testid="phone-approve"').classes("grow") \
