@@ -15,11 +15,9 @@ from psycopg_pool import ConnectionPool
 from app import page_images, review_values
 from app.figure_cache import in_thread
 from schema import review
-from schema.review import Claim, QueueEntry, Review, ReviewFigures, ReviewStatus, StaleReview
+from schema.review import QueueEntry, Review, ReviewFigures, ReviewStatus
 from schema.settings import Settings
 from schema.stats import TaskFilter
-
-__all__ = ["Claim", "Review", "ReviewStatus", "StaleReview", "FieldError"]
 
 
 class FieldError(ValueError):
@@ -128,6 +126,14 @@ async def queue(pool: ConnectionPool, flt: TaskFilter | None = None, *, limit: i
 
 async def figures(pool: ConnectionPool, flt: TaskFilter | None = None) -> ReviewFigures:
     return await in_thread(pool, review.figures, flt)
+
+
+async def events_after(pool: ConnectionPool, after_id: int) -> list[dict[str, Any]]:
+    return await in_thread(pool, review.events_after, after_id)
+
+
+async def last_event_id(pool: ConnectionPool) -> int:
+    return await in_thread(pool, review.last_event_id)
 
 
 async def history(pool: ConnectionPool, task_id: int) -> list[dict[str, Any]]:

@@ -17,8 +17,6 @@ from app.api.common import get_pool, get_settings
 from app.api.events import frame
 from app.api.schemas import filter_query
 from app.auth import Identity, require_reviewer, require_user
-from app.figure_cache import in_thread
-from schema import review as engine
 from schema.errors import NotFound
 from schema.review import Review, ReviewStatus, StaleReview
 from schema.settings import Settings
@@ -202,13 +200,13 @@ async def _stream(pool: ConnectionPool, settings: Settings, resume: int | None) 
     sub = live.current().subscribe_reviews()
     try:
         yield "retry: 3000\n\n"
-        high = resume if resume is not None else await in_thread(pool, engine.last_event_id)
+        high = resume if resume is not None else await reviews.last_event_id(pool)
         last_write = time.monotonic()
         catch_up = resume is not None
         while True:
             if catch_up:
                 # After a resume, a lost LISTEN or the fallback poll: the log is the truth.
-                rows = await in_thread(pool, engine.events_after, high)
+                rows = await reviews.events_after(pool, high)
                 chunks = [frame("review", {"id": r["id"], "review_id": r["review_id"], "task_id": r["task_id"],
                                            "kind": r["kind"], "actor": r["actor"]}, r["id"]) for r in rows]
                 if rows:
