@@ -3,9 +3,6 @@ phone, a read-only view with approve and reject."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from fastapi import Request
 from nicegui import app, ui
 
@@ -14,50 +11,12 @@ from app.auth import Identity, viewer
 from app.components import format as fmt
 from app.components.layout import frame
 from app.components.page_viewer import PageViewer
+from app.components.review_fields import KEYS_SCRIPT, REVIEW_CSS, FieldRow, field_row, keys_legend, phone_view
 from schema.review import Review, ReviewStatus, StaleReview
 from schema.stats import TaskFilter
 
-KEYS = [("↓ / j", "next field"), ("↑ / k", "previous field"), ("Enter", "edit field"),
-        ("Enter (editing)", "save, next field"), ("Esc", "cancel edit"), ("Space", "accept field"),
-        ("Ctrl+Enter", "approve, open next"), ("Shift+R", "reject"), ("Shift+S", "skip"),
-        ("PgUp / PgDn", "page")]
 REASONS = {"low_confidence": "low confidence", "finding": "failed cross-check", "flagged": "flagged by the agent",
            "sample": "spot check", "re-extraction": "re-extraction"}
-
-KEYS_SCRIPT = """<script>
-document.addEventListener('keydown', (e) => {
-  const typing = ['INPUT', 'TEXTAREA', 'SELECT'].includes(e.target.tagName) || e.target.isContentEditable;
-  if (!typing && [' ', 'ArrowUp', 'ArrowDown', 'PageUp', 'PageDown'].includes(e.key)) e.preventDefault();
-});
-</script>"""
-REVIEW_CSS = """
-.quire-field { border: 1px solid #e3e8ef; border-radius: 8px; padding: 8px 10px; background: #fff; }
-.quire-field.selected { border-color: #2563eb; box-shadow: 0 0 0 2px rgba(37,99,235,0.25); }
-.quire-field.accepted { background: #f0fdf4; }
-.quire-field.accepted.selected { background: #ecfdf5; }
-.quire-field-name { font-size: 0.74rem; letter-spacing: 0.04em; text-transform: uppercase; color: #475569; font-weight: 600; }
-.quire-page { border: 1px solid #e3e8ef; border-radius: 8px; overflow: hidden; background: #fff; }
-.quire-kbd { font-family: ui-monospace, monospace; font-size: 0.72rem; border: 1px solid #cbd5e1; border-bottom-width: 2px;
-  border-radius: 4px; padding: 0 5px; background: #f8fafc; color: #0f172a; white-space: nowrap; }
-.quire-phone { display: none; }
-@media (max-width: 767px) { .quire-desk { display: none !important; } .quire-phone { display: flex; } }
-.body--dark .quire-field { background: #111a2b; border-color: #23324a; }
-.body--dark .quire-field.accepted { background: #10261c; }
-.body--dark .quire-field-name { color: #94a3b8; }
-.body--dark .quire-kbd { background: #1e293b; color: #e2e8f0; border-color: #334155; }
-"""
-
-
-@dataclass
-class FieldRow:
-    """The widgets of one field in the desk view."""
-
-    name: str
-    kind: str
-    box: Any
-    input: Any
-    note: Any
-    error: Any
 
 
 def review_filter(customer: str | None, agent: str | None, date_from: str | None, date_to: str | None) -> TaskFilter:
@@ -109,7 +68,8 @@ class ReviewDesk:
                                              item.pages or (item.result.get("pages") or 1), self.on_pick)
                 with ui.column().classes("gap-2 min-w-0").style("flex: 1 1 42%; max-width: 560px"):
                     self.render_fields(item)
-            self.render_phone(item)
+            phone_view(item, self.names, self.style, enabled=self.mine, on_approve=self.approve,
+                       on_reject=self.open_reject)
         if self.viewer is not None:
             self.viewer.set_boxes(self.evidence_boxes())
             await self.viewer.show(1)
@@ -150,7 +110,7 @@ class ReviewDesk:
                 self.count = ui.label(f"{self.reviewed} reviewed this session").classes("text-sm quire-muted") \
                     .props('data-testid="review-count"')
                 self.approve_button.set_enabled(self.mine)
-            self.render_keys()
+            keys_legend()
 
     def read_only_reason(self, item: Review) -> str:
         if item.status is not ReviewStatus.OPEN:
@@ -163,59 +123,16 @@ class ReviewDesk:
 
     def render_fields(self, item: Review) -> None:
         for index, name in enumerate(self.names):
-            extracted = item.fields.get(name) or {}
-            kind = review_values.kind_of(name, extracted.get("value"))
-            with ui.element("div").classes("quire-field w-full cursor-pointer") \
-                    .props(f'data-testid="field-{name}" data-index="{index}"') as box:
-                box.on("click", lambda _, i=index: self.select(i))
-                with ui.row().classes("w-full items-center gap-2 no-wrap"):
-                    ui.label(name.replace("_", " ")).classes("quire-field-name grow")
-                    if extracted.get("stage"):
-                        ui.badge(extracted["stage"], color="grey-5").classes("text-xs")
-                    confidence = extracted.get("confidence")
-                    if isinstance(confidence, (int, float)):
-                        ui.badge(fmt.percent(confidence), color="negative" if confidence < 0.6 else
-                                 "warning" if confidence < 0.85 else "positive").classes("text-xs")
-                    if not extracted.get("evidence"):
-                        ui.icon("location_off", size="16px").classes("quire-muted").tooltip("no box on the page")
-                field_input = ui.input(value=review_values.show(item.values.get(name), kind, self.style)) \
-                    .props(f'dense outlined data-testid="input-{name}" {"readonly" if not self.mine else ""}') \
-                    .classes("w-full quire-mono")
-                field_input.on("keydown.enter.exact", lambda _, n=name: self.commit_and_next(n))
-                field_input.on("keydown.ctrl.enter", self.approve)
-                field_input.on("keydown.meta.enter", self.approve)
-                field_input.on("keydown.esc", lambda _, n=name: self.cancel_edit(n))
-                field_input.on("focus", lambda _, i=index: self.select(i, focus=False))
-                note = ui.label().classes("text-xs quire-muted").props(f'data-testid="note-{name}"')
-                error = ui.label().classes("text-xs text-negative").props(f'data-testid="error-{name}" role="alert"')
-            row = FieldRow(name, kind, box, field_input, note, error)
+            row = field_row(index, name, item.fields.get(name) or {}, item.values.get(name), self.style,
+                            editable=self.mine)
+            row.box.on("click", lambda _, i=index: self.select(i))
+            row.input.on("keydown.enter.exact", lambda _, n=name: self.commit_and_next(n))
+            row.input.on("keydown.ctrl.enter", self.approve)
+            row.input.on("keydown.meta.enter", self.approve)
+            row.input.on("keydown.esc", lambda _, n=name: self.cancel_edit(n))
+            row.input.on("focus", lambda _, i=index: self.select(i, focus=False))
             self.rows[name] = row
             self.show_note(row)
-            error.set_visibility(False)
-
-    def render_keys(self) -> None:
-        with ui.element("div").classes("quire-desk w-full flex flex-wrap gap-x-3 gap-y-1 pt-1 text-xs quire-muted") \
-                .props('data-testid="review-keys"'):
-            for key, what in KEYS:
-                with ui.row().classes("items-center gap-1 no-wrap"):
-                    ui.html(f'<span class="quire-kbd">{key}</span>', sanitize=False)
-                    ui.label(what)
-
-    def render_phone(self, item: Review) -> None:
-        with ui.column().classes("quire-phone w-full gap-2").props('data-testid="review-phone"'):
-            for name in self.names:
-                kind = review_values.kind_of(name, (item.fields.get(name) or {}).get("value"))
-                with ui.row().classes("w-full items-baseline gap-2 no-wrap quire-field"):
-                    ui.label(name.replace("_", " ")).classes("quire-field-name").style("min-width: 110px")
-                    ui.label(review_values.show(item.values.get(name), kind, self.style) or "—") \
-                        .classes("quire-mono break-words min-w-0").props(f'data-testid="phone-{name}"')
-            with ui.row().classes("w-full gap-2 no-wrap pt-2"):
-                ui.button("Approve", icon="check_circle", on_click=self.approve) \
-                    .props('color=positive unelevated data-testid="phone-approve"').classes("grow") \
-                    .set_enabled(self.mine)
-                ui.button("Reject", icon="block", on_click=self.open_reject) \
-                    .props('outline color=negative data-testid="phone-reject"').classes("grow").set_enabled(self.mine)
-            ui.image(f"/api/review/tasks/{item.task_id}/pages/1.png").classes("w-full quire-page")
 
     async def render_empty(self) -> None:
         backlog = await reviews.figures(self.pool, self.flt)
