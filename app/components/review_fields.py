@@ -54,7 +54,6 @@ class FieldRow:
     error: Any
 
 
-
 def field_row(index: int, name: str, extracted: dict[str, Any], value: Any, style: str, *,
               editable: bool) -> FieldRow:
     """One field of the desk view; the page wires its events."""
