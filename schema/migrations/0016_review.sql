@@ -116,6 +116,13 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         confidence, 0)
 $$;
 
+-- A number from an agent's settings, else the default: a setting of another type must never make
+-- a completion fail.
+CREATE FUNCTION quire_number_setting(settings jsonb, key text, fallback real) RETURNS real
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(settings -> key) = 'number' THEN (settings ->> key)::real ELSE fallback END
+$$;
+
 -- Why a completed task needs a person, or NULL: a re-extraction of a reviewed task, a finding
 -- (failed cross-check), the agent's own flag, a core field below the agent's threshold, or the
 -- agent's spot-check share (picked by a hash of the id, so the same tasks whatever the timing).
@@ -128,9 +135,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
             THEN 'finding'
         WHEN result ->> 'needs_review' = 'true' THEN 'flagged'
         WHEN quire_review_confidence(result, confidence)
-             < coalesce((agent_settings ->> 'review_threshold')::real, 0.6) THEN 'low_confidence'
-        WHEN (abs(hashint8(task_id)) % 10000)
-             < 10000 * coalesce((agent_settings ->> 'review_sample')::real, 0.05) THEN 'sample'
+             < quire_number_setting(agent_settings, 'review_threshold', 0.6) THEN 'low_confidence'
+        WHEN (abs(hashint8(task_id)::bigint) % 10000)
+             < 10000 * quire_number_setting(agent_settings, 'review_sample', 0.05) THEN 'sample'
     END
 $$;
 

@@ -45,6 +45,16 @@ def test_the_sampled_share_is_per_agent(conn):
     assert {e.reason for e in review.queue(conn)} == {"sample"}
 
 
+def test_a_setting_of_the_wrong_type_falls_back_to_the_default(conn):
+    make_agent(conn, settings={"review_threshold": "high", "review_sample": "none"})
+    low = make_reviewable(conn, 1, confidence=0.95, low=("total",))
+    assert [e.task_id for e in review.queue(conn)] == [low]
+    # The hash that picks spot checks holds for the extreme ids too.
+    assert conn.execute("SELECT quire_review_reason(id, '{}'::jsonb, 0.9, '{\"review_sample\": 1}'::jsonb, false) AS r "
+                        "FROM (VALUES (-9223372036854775808), (1), (9223372036854775807)) v(id)").fetchall() == [
+        {"r": "sample"}] * 3
+
+
 def test_next_is_lowest_confidence_then_oldest_within_the_filters(conn):
     make_agent(conn, settings=NO_SAMPLE)
     make_agent(conn, "other", settings=NO_SAMPLE)
