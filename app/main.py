@@ -119,7 +119,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     print(f"Quire is serving {base_url}", flush=True)
     if authenticator.databricks:
         print("identity: Databricks Apps forwarded headers; operators: "
-              f"{', '.join(sorted(settings.operator_emails)) or '(none configured)'}", flush=True)
+              f"{', '.join(sorted(settings.operator_emails)) or '(none configured)'}; reviewers: "
+              f"{', '.join(sorted(settings.reviewer_emails)) or '(none configured)'}", flush=True)
     else:
         print(f"operator token: {authenticator.token}", flush=True)
         print(f"sign in: {base_url}/login?token={authenticator.token}", flush=True)
