@@ -86,6 +86,7 @@ class Authenticator:
     def __init__(self, settings: Settings, *, databricks: bool | None = None) -> None:
         self.databricks = behind_databricks_apps() if databricks is None else databricks
         self.operators = settings.operator_emails
+        self.reviewers = settings.reviewer_emails
         self.token = load_operator_token(settings)
         # Sessions are signed with a key derived from the token: a new token ends every session.
         self._session_key = hashlib.sha256(b"quire-session:" + self.token.encode()).digest()
@@ -104,7 +105,8 @@ class Authenticator:
             user = (headers.get("x-forwarded-email") or headers.get("x-forwarded-user") or "").strip()
             if not user:
                 return ANONYMOUS
-            role = Role.OPERATOR if user.lower() in self.operators else Role.VIEWER
+            role = (Role.OPERATOR if user.lower() in self.operators
+                    else Role.REVIEWER if user.lower() in self.reviewers else Role.VIEWER)
             return Identity(name=user, role=role, via="databricks")
         scheme, _, credential = (headers.get("authorization") or "").partition(" ")
         if scheme.lower() == "bearer" and self.check_token(credential.strip()):
@@ -180,6 +182,13 @@ def require_operator(who: Identity = Depends(require_user)) -> Identity:
     """FastAPI dependency: a caller with the operator role."""
     if not who.operator:
         raise HTTPException(status_code=403, detail=f"{who.name} does not have the operator role")
+    return who
+
+
+def require_reviewer(who: Identity = Depends(require_user)) -> Identity:
+    """FastAPI dependency: a caller with the reviewer role (operators have it too)."""
+    if not who.reviewer:
+        raise HTTPException(status_code=403, detail=f"{who.name} does not have the reviewer role")
     return who
 
 

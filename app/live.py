@@ -22,8 +22,8 @@ class Subscription:
     `lagged` is set: the reader then catches up from the event log, which is durable.
     """
 
-    def __init__(self, owner: "Broadcaster", max_events: int) -> None:
-        self._owner = owner
+    def __init__(self, group: set["Subscription"], max_events: int) -> None:
+        self._group = group
         self.max_events = max_events
         self.events: deque[StreamEvent] = deque()
         self.lagged = False
@@ -63,23 +63,27 @@ class Subscription:
             return False
 
     def close(self) -> None:
-        self._owner._subscribers.discard(self)
+        self._group.discard(self)
 
 
 class Broadcaster:
     """Runs the process's Listener between start() and stop() and fans its events out to subscribers.
 
-    Other consumers in the process (the co-hosted worker) register on `listener` themselves.
+    Review changes (channel quire_reviews) go to their own subscribers (`subscribe_reviews`): the
+    review page and the review SSE stream. Other consumers in the process (the co-hosted worker)
+    register on `listener` themselves.
     """
 
     def __init__(self, listener: Listener) -> None:
         self.listener = listener
         self._subscribers: set[Subscription] = set()
+        self._review_subscribers: set[Subscription] = set()
         self._buffer: list[StreamEvent] = []
         self._flush_scheduled = False
         self._task: asyncio.Task | None = None
         self._stop = asyncio.Event()
         listener.on_events(self._receive)
+        listener.on_reviews(self._receive_reviews)
         # Notifications sent while nobody listened are gone: every reader catches up from the log.
         listener.on_missed(self._mark_all_lagged)
 
@@ -108,8 +112,14 @@ class Broadcaster:
         return len(self._subscribers)
 
     def subscribe(self, *, max_events: int = 10_000) -> Subscription:
-        sub = Subscription(self, max_events)
+        sub = Subscription(self._subscribers, max_events)
         self._subscribers.add(sub)
+        return sub
+
+    def subscribe_reviews(self, *, max_events: int = 10_000) -> Subscription:
+        """A mailbox of review notifications ({"e", "r", "t", "k"} dicts)."""
+        sub = Subscription(self._review_subscribers, max_events)
+        self._review_subscribers.add(sub)
         return sub
 
     def on_health_change(self, callback: Callable[[bool], None]) -> None:
@@ -126,8 +136,13 @@ class Broadcaster:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def _mark_all_lagged(self) -> None:
-        for sub in list(self._subscribers):
+        for sub in list(self._subscribers) + list(self._review_subscribers):
             sub.mark_lagged()
+
+    def _receive_reviews(self, items: list[dict]) -> None:
+        # Review changes are rare (a person's pace): no burst collapsing needed.
+        for sub in list(self._review_subscribers):
+            sub.push(items)
 
     def _receive(self, events: list[StreamEvent]) -> None:
         self._buffer.extend(events)

@@ -74,8 +74,9 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui.storage import Storage
 
     from app import auth, guard, live, services
-    from app.api import agents, callbacks, docs, events, export, foresight, health, session, summary, tasks
-    from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
+    from app.api import (agents, callbacks, docs, events, export, foresight, health, review, session, summary,
+                         tasks)
+    from app.pages import dashboard, login, review as review_page, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
 
@@ -91,10 +92,11 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     # A request waits at most a few seconds for a connection: during an outage the API answers 503.
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
     guard.install(app, settings)
-    for module in (tasks, summary, events, health, session, callbacks, export, foresight, agents):
+    for module in (tasks, summary, events, health, session, callbacks, export, foresight, agents, review):
         app.include_router(module.router)
     docs.install(app, title="Quire API", version="0.1.0",
-                 description="Submit documents, follow tasks live, retry and cancel. "
+                 description="Submit documents, follow tasks live, retry and cancel; review, correct and approve "
+                             "extracted data. "
                              "Send the operator token as `Authorization: Bearer <token>`.")
     base_url = public_url(settings)
     app.on_startup(broadcaster.start)
@@ -118,7 +120,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     print(f"Quire is serving {base_url}", flush=True)
     if authenticator.databricks:
         print("identity: Databricks Apps forwarded headers; operators: "
-              f"{', '.join(sorted(settings.operator_emails)) or '(none configured)'}", flush=True)
+              f"{', '.join(sorted(settings.operator_emails)) or '(none configured)'}; reviewers: "
+              f"{', '.join(sorted(settings.reviewer_emails)) or '(none configured)'}", flush=True)
     else:
         print(f"operator token: {authenticator.token}", flush=True)
         print(f"sign in: {base_url}/login?token={authenticator.token}", flush=True)

@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     worker: str = "on"                       # "off": the app does not co-host a worker
     worker_id: str | None = None
     operators: str = ""                      # comma-separated emails (Databricks Apps)
+    reviewers: str = ""                      # comma-separated emails that may review (Databricks Apps)
+    review_lease_seconds: int = Field(600, gt=0)           # how long a reviewer holds a document unattended
     operator_token: str | None = None        # local operator token (generated when unset)
     callback_key: str | None = None          # shared key for executors that cannot carry secrets
     max_upload_mb: int = Field(50, gt=0)
@@ -120,6 +122,10 @@ class Settings(BaseSettings):
     @property
     def operator_emails(self) -> set[str]:
         return {e.strip().lower() for e in self.operators.split(",") if e.strip()}
+
+    @property
+    def reviewer_emails(self) -> set[str]:
+        return {e.strip().lower() for e in self.reviewers.split(",") if e.strip()}
 
     def agent_configs(self) -> dict[str, AgentConfig]:
         """The agents of quire.toml, or one default agent when there is no file."""

@@ -19,6 +19,8 @@ from worker import logs
 Events = list[StreamEvent]
 # Notified (with an empty payload) when the agents table changes.
 AGENTS_CHANNEL = "quire_agents"
+# Notified with a JSON list of {"e": event id, "r": review id, "t": task id, "k": kind} per review change.
+REVIEWS_CHANNEL = "quire_reviews"
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class Listener:
         self._missed = _Handlers("missed", self.name)
         self._live_change = _Handlers("live change", self.name)
         self._agents = _Handlers("agents", self.name)
+        self._reviews = _Handlers("reviews", self.name)
 
     def on_events(self, handler: Callable[[Events], None]) -> Callable[[], None]:
         """Calls `handler(events)` in the loop for every readable notification; returns its remover."""
@@ -109,6 +112,10 @@ class Listener:
         """Calls `handler()` when an agent's configuration changed (channel quire_agents)."""
         return self._agents.add(handler)
 
+    def on_reviews(self, handler: Callable[[list[dict[str, Any]]], None]) -> Callable[[], None]:
+        """Calls `handler(items)` for each review notification (channel quire_reviews)."""
+        return self._reviews.add(handler)
+
     def on_live_change(self, handler: Callable[[bool], None]) -> Callable[[], None]:
         """Calls `handler(live)` when the connection starts or stops listening; returns its remover."""
         return self._live_change.add(handler)
@@ -121,6 +128,7 @@ class Listener:
         try:
             await conn.execute(q("channel_listen_tasks"))
             await conn.execute(q("channel_listen_agents"))
+            await conn.execute(q("channel_listen_reviews"))
         except BaseException:
             await conn.close()
             raise
@@ -182,6 +190,8 @@ class Listener:
             async for notify in conn.notifies(timeout=self.config.health_seconds):
                 if notify.channel == AGENTS_CHANNEL:
                     self._agents()
+                elif notify.channel == REVIEWS_CHANNEL:
+                    self._receive_reviews(notify.payload)
                 else:
                     self._receive(notify.payload)
                 if stop.is_set():
@@ -200,6 +210,18 @@ class Listener:
         self.events_seen += len(events)
         if events:
             self._events(events)
+
+    def _receive_reviews(self, payload: str) -> None:
+        """Hands a review notification on; an unreadable one counts as missed."""
+        try:
+            items = json.loads(payload)
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise ValueError(payload[:200])
+        except ValueError:
+            logs.problem("read notification", f"unreadable review payload {payload[:200]!r}", listener=self.name)
+            self._missed()
+            return
+        self._reviews(items)
 
     @staticmethod
     async def _sleep(stop: asyncio.Event, seconds: float) -> None:

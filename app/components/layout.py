@@ -57,7 +57,13 @@ body { background: #f5f7fa; }
 .body--dark .q-timeline__content { color: #cbd5e1; }
 @media (max-width: 640px) {
   .quire-header-name, .quire-header-title { display: none; }
-  .quire-nav a { padding: 6px 8px; }
+  .quire-nav { flex-wrap: nowrap; }
+  .quire-nav a { padding: 4px 6px; font-size: 0.85rem; }
+  .quire-live { padding: 2px 8px !important; flex-wrap: nowrap; }
+  /* The name is hidden already; its icon and role badge make room for the links. */
+  .quire-header-account, .quire-role { display: none; }
+  /* Four links do not fit a phone's header beside the indicator: the API docs are a desktop matter. */
+  .quire-nav a.quire-nav-api { display: none; }
 }
 """
 
@@ -65,7 +71,7 @@ body { background: #f5f7fa; }
 def live_indicator() -> Callable[[], None]:
     """A `live` / `polling` badge that follows the process's LISTEN health; returns its updater."""
     broadcaster = live.current()
-    with ui.element("div").classes("flex items-center gap-2 px-3 py-1 rounded-full") \
+    with ui.element("div").classes("quire-live flex items-center gap-2 px-3 py-1 rounded-full") \
             .style("background: rgba(255,255,255,0.08)") as box:
         dot = ui.element("span").classes("quire-dot")
         label = ui.label().classes("text-sm text-white").props('data-testid="live-indicator"')
@@ -113,19 +119,19 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
             ui.icon("auto_stories", size="26px").classes("text-white")
             ui.label("Quire").classes("text-xl font-semibold text-white tracking-tight quire-header-title")
         with ui.element("nav").classes("quire-nav flex gap-1"):
-            for path, name in (("/", "Upload"), ("/dashboard", "Dashboard")):
+            for path, name in (("/", "Upload"), ("/dashboard", "Dashboard"), ("/review", "Review")):
                 ui.link(name, path).classes("active" if name.lower() == active else "")
-            ui.link("API", "/docs", new_tab=True)
+            ui.link("API", "/docs", new_tab=True).classes("quire-nav-api")
         ui.space()
         show_health = live_indicator()
         _dark_toggle(dark)
         with ui.row().classes("items-center gap-2 text-white no-wrap"):
-            ui.icon("account_circle", size="22px")
+            ui.icon("account_circle", size="22px").classes("quire-header-account")
             ui.label(who.name or "").classes("text-sm quire-header-name").props('data-testid="identity"')
             role = who.role.name.lower()
             # The local operator is named "operator": the badge would only repeat it.
             if who.name != role:
-                ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs") \
+                ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs quire-role") \
                     .props('data-testid="role"')
             if who.via == "session":
                 ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2 quire-nowrap")

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from fastapi import Request
 from nicegui import app, ui
 
-from app import foresight, services
+from app import foresight, live, reviews, services
 from app.auth import viewer
 from app.components.agent_controls import AgentControls
 from app.components.agent_problems import AgentProblems
@@ -19,6 +19,7 @@ from app.components.charts import ChartsBoard
 from app.components.filters import FilterBar, FilterValues
 from app.components.kpis import KpiBoard
 from app.components.layout import frame, watch
+from app.components.review_board import ReviewBoard
 from app.components.task_table import TaskTable
 from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from schema.stats import StreamEvent, Summary, TaskFilter
@@ -80,6 +81,10 @@ class Dashboard:
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
         self.who = who
         self.charts = ChartsBoard()
+        self.review_board = ReviewBoard(
+            lambda kind: self.filters.export_url(kind).replace("/api/export.", "/api/review/export."), self.review_url)
+        self.review_dirty = False
+        self.review_at = 0.0
         self.table = TaskTable(who, self.after_action)
         self.table.filter = self.filter
         self.filters.validate()  # a shared link may carry dates that cannot be used: say so
@@ -131,6 +136,26 @@ class Dashboard:
         await self.refresh_charts()
         await self.refresh_budgets()
         await self.refresh_agents()
+        await self.refresh_review()
+
+    def review_url(self) -> str:
+        """/review with the dashboard's filters (the first agent and customer chosen)."""
+        from urllib.parse import urlencode
+
+        flt = self.filter
+        query = {"agent": flt.agents[0] if flt.agents else None,
+                 "customer": flt.customers[0] if flt.customers else None,
+                 "date_from": flt.date_from.isoformat() if flt.date_from else None,
+                 "date_to": flt.date_to.isoformat() if flt.date_to else None}
+        text = urlencode({k: v for k, v in query.items() if v})
+        return "/review" + (f"?{text}" if text else "")
+
+    async def refresh_review(self) -> None:
+        flt = self.filter
+        figures = await reviews.figures(self.pool, flt)
+        if flt == self.filter:
+            self.review_board.update(figures)
+            self.review_dirty, self.review_at = False, time.monotonic()
 
     async def refresh_budgets(self) -> None:
         budgets, current = await services.live(self.pool, "budgets", lambda: foresight.budgets(self.pool),
@@ -210,6 +235,7 @@ class Dashboard:
             await self.table.set_filter(flt)
         await self.refresh_counts(table=False)
         await self.refresh_charts()
+        await self.refresh_review()
 
     async def after_action(self) -> None:
         services.forget_live(self.pool)
@@ -247,6 +273,8 @@ class Dashboard:
         if self.budgets_dirty:
             self.budgets_dirty = False
             await self.refresh_budgets()
+        if self.review_dirty and time.monotonic() - self.review_at >= REFRESH_MIN_SECONDS:
+            await self.refresh_review()
 
     async def on_poll(self) -> None:
         """The fallback: everything is marked due and refresh_if_due reads it, so the event feed never waits."""
@@ -255,8 +283,19 @@ class Dashboard:
         await self.refresh_agent_problems()
         await self.refresh_agents()
         self.changed_at = time.monotonic()
-        self.counts_dirty = self.table_dirty = self.charts_dirty = True
+        self.counts_dirty = self.table_dirty = self.charts_dirty = self.review_dirty = True
         self.charts_at = 0.0
+
+    def watch_reviews(self) -> None:
+        """Review changes (queued, decided) mark the review section due; refresh_if_due reads it."""
+        sub = live.current().subscribe_reviews(max_events=500)
+        ui.context.client.on_delete(sub.close)
+
+        def mark() -> None:
+            if sub.pending:
+                sub.drain()
+                self.review_dirty = True
+        ui.timer(0.5, mark)
 
 
 @ui.page("/dashboard", title="Dashboard · Quire", response_timeout=20)
@@ -269,5 +308,6 @@ async def dashboard_page(request: Request):
         await board.refresh_agent_problems(live=False)
         await board.refresh_all()
     watch(board.on_events, board.on_poll)
+    board.watch_reviews()
     ui.timer(0.25, board.refresh_if_due)
     ui.timer(0, board.fit_screen, once=True)

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from fastapi import Request
 from nicegui import app, ui
 
-from app import foresight, services
+from app import foresight, reviews, services
 from app.auth import Identity, viewer
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
@@ -218,6 +218,24 @@ def not_found(task_id: str) -> None:
         ui.link("Back to the dashboard", "/dashboard").classes("text-primary")
 
 
+def review_history(history: list[dict], task_id: int) -> None:
+    """The reviews of this task and of the tasks it re-extracted: each stays readable."""
+    if not history:
+        return
+    with ui.card().classes("quire-card w-full p-4 gap-2").props('data-testid="review-history"'):
+        with ui.row().classes("w-full items-center"):
+            ui.label("Review").classes("quire-section-title")
+            ui.space()
+            ui.link("Open the review", f"/review/{history[0]['task_id']}").classes("text-primary")
+        for item in history:
+            who = f" by {item['decided_by']}" if item["decided_by"] else ""
+            when = f" at {fmt.when(item['decided_at'])}" if item["decided_at"] else ""
+            of = "" if item["task_id"] == task_id else f" (task {item['task_id']})"
+            ui.link(f"{item['status']}{who}{when}{of} · {fmt.plural(item['corrections'], 'correction')} · "
+                    f"queued for {item['reason'].replace('_', ' ')}", f"/review/{item['task_id']}") \
+                .classes("text-sm text-slate-900")
+
+
 @ui.page("/tasks/{task_id}", title="Task · Quire", response_timeout=20)
 async def task_page(request: Request, task_id: str):
     who = viewer(request)
@@ -233,5 +251,6 @@ async def task_page(request: Request, task_id: str):
         ui.page_title(f"{task.document_name or f'Task {task.id}'} · Quire")
         view = TaskView(who, task)
         await view.refresh_spot(force=True)
+        review_history(await reviews.history(app.state.pool, task.id), task.id)
     watch(view.on_events, view.reload)
     ui.timer(1.0, view.refresh_if_dirty)

@@ -42,9 +42,13 @@ LISTEN quire_tasks;
 -- The same connection hears of agent configuration changes (workers cache the configuration).
 LISTEN quire_agents;
 
+-- name: channel_listen_reviews
+-- And of review changes (queued, claimed, corrected, approved, rejected), for the pages and the SSE stream.
+LISTEN quire_reviews;
+
 -- name: channel_listening_one
 -- Health check of a LISTEN connection: a connection that lost its subscription must reconnect.
-SELECT ARRAY['quire_tasks', 'quire_agents'] <@ ARRAY(SELECT pg_listening_channels()::text) AS listening;
+SELECT ARRAY['quire_tasks', 'quire_agents', 'quire_reviews'] <@ ARRAY(SELECT pg_listening_channels()::text) AS listening;
 
 -- name: database_exists_one
 -- Whether the database MLflow keeps its traces in exists yet on this server.

@@ -334,7 +334,7 @@ def test_every_page_fits_the_screen_in_either_theme(browser, app_server, viewpor
             page.locator('[data-testid="dark-toggle"]').click()
             page.wait_for_function("() => document.body.classList.contains('body--dark')")
         card_background = "rgb(17, 26, 43)" if theme == "dark" else "rgb(255, 255, 255)"
-        for path in ("/", "/dashboard", f"/tasks/{task_id}"):
+        for path in ("/", "/dashboard", f"/tasks/{task_id}", "/review"):
             visit(page, f"{server.url}{path}")
             if path == "/dashboard" and viewport is PHONE:
                 expect(page.locator(f'[data-testid="card-{task_id}"]')).to_be_attached()

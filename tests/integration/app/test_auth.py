@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from app.auth import SESSION_COOKIE, Authenticator, load_operator_token
+from app.auth import SESSION_COOKIE, Authenticator, Role, load_operator_token
 from schema.settings import Settings
 
 FORGED = {"x-forwarded-email": "boss@example.com", "x-forwarded-user": "boss"}
@@ -24,6 +24,19 @@ def test_forwarded_headers_behind_databricks_apps(tmp_path):
     assert viewer.name == "someone" and not viewer.operator
     token = {"authorization": f"Bearer {auth.token}"}
     assert not auth.identify(token, {SESSION_COOKIE: auth.make_session()}).authenticated
+
+
+def test_quire_reviewers_grants_the_reviewer_role_and_operators_have_it_too(tmp_path):
+    auth = Authenticator(Settings(data_dir=tmp_path, operators="boss@example.com",
+                                  reviewers="Ann@Example.com, boss@example.com"), databricks=True)
+    ann = auth.identify({"x-forwarded-email": "ann@example.com"}, {})
+    boss = auth.identify(FORGED, {})
+    nobody = auth.identify({"x-forwarded-email": "vic@example.com"}, {})
+    assert (ann.role, boss.role, nobody.role) == (Role.REVIEWER, Role.OPERATOR, Role.VIEWER)
+    assert ann.reviewer and not ann.operator and boss.reviewer and not nobody.reviewer
+    # Locally the operator token signs in the operator, who may review.
+    local = Authenticator(Settings(data_dir=tmp_path, operator_token="t0ken"), databricks=False)
+    assert local.identify({"authorization": "Bearer t0ken"}, {}).reviewer
 
 
 def test_bearer_token_and_session_cookie(tmp_path):
