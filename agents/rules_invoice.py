@@ -112,7 +112,10 @@ LABELS = {
         "kunde, rechnungsempfanger, empfanger, intestatario, intestato a, customer name, "
         "billing address, shipping address, bill to address, deliver to, delivery address, "
         "klant, afnemer, factuuradres, factuur aan, facturar a, "
-        "tomador, adquirente, guest name, buyer, purchaser, attn"),
+        "tomador, adquirente, guest name, buyer, purchaser, attn, kaufer, auftraggeber, "
+        "leistungsempfanger, rechnungsadresse, lieferadresse, lieferanschrift, acheteur, "
+        "adresse de livraison, livre a, acquirente, koper, comprador, invoice address, "
+        "recipient, addressee, besteller, indirizzo di fatturazione, adres klant"),
     # Other dates and numbers that sit beside the invoice's own and must not feed them.
     "_other": _labels(
         "order date, date of order, date of supply, delivery date, ship date, data ordine, "
@@ -153,7 +156,8 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
 
     def put(name: str, candidate) -> None:
         if candidate is not None:
-            fields[name] = FieldValue(candidate.value, candidate.confidence)
+            fields[name] = FieldValue(candidate.value, candidate.confidence,
+                                      line=candidate.line)
 
     put("invoice_number", _invoice_number(index))
     put("issue_date", index.best("issue_date", dates))
@@ -162,6 +166,10 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
                              key=lambda c: (-c.confidence, -c.line))
                 for name in ("subtotal", "tax", "total", "discount", "shipping")}
     failed = resolve_totals(fields, readings)
+    for name in ("subtotal", "tax", "total"):
+        # The line of the reading chosen: where the value's evidence is looked for first.
+        fields[name].line = next((c.line for c in readings[name]
+                                  if c.value == fields[name].value), None)
     put("currency", index.best("currency", parse_currency))
     _fill_dates(view, fields)
     if fields["currency"].value is None:

@@ -48,4 +48,5 @@ def test_overall_confidence_weights_key_fields_and_class() -> None:
     missing_other = {"total": FieldValue(1.0, 1.0), "tax": FieldValue()}
     assert overall_confidence(missing_key, 1.0) < overall_confidence(missing_other, 1.0)
     assert overall_confidence(full, 0.5) < overall_confidence(full, 1.0)
-    assert overall_confidence({}, 0.7) == 0.7
+    assert overall_confidence({}, 0.7) == 0.0
+    assert overall_confidence(missing_key | {"tax": FieldValue()}, 1.0) == 0.0
