@@ -8,6 +8,7 @@ the same value, one of the signals the confidence model weighs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -18,6 +19,7 @@ from agents.layout import Cell, DocView, fold
 # How many lines after the rules' line the value may stand (a label above its value).
 _BELOW = 3
 _AMOUNT_TOLERANCE = 0.005
+_FIGURE = re.compile(r"(?<![\d.,])\d[\d.,' ]*[.,]\d\d(?!\d)")
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,14 @@ def spans(kind: str, value: Any, text: str, dayfirst: bool = True) -> list[tuple
     if kind == "amount":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return []
-        return [(a.start, a.end) for a in find_amounts(text)
-                if abs(abs(a.value) - abs(value)) <= _AMOUNT_TOLERANCE]
+        found = [(a.start, a.end) for a in find_amounts(text)
+                 if abs(abs(a.value) - abs(value)) <= _AMOUNT_TOLERANCE]
+        if not found:
+            # OCR misreads separators ("1.464.00"): the same digits still show where it stood.
+            digits = f"{abs(value):.2f}".replace(".", "")
+            found = [m.span() for m in _FIGURE.finditer(text)
+                     if re.sub(r"\D", "", m.group(0)) == digits]
+        return found
     if kind == "currency":
         return [(start, end) for code, start, end in currency_spans(text) if code == value]
     if kind == "text" and isinstance(value, str):

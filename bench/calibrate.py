@@ -1,0 +1,164 @@
+"""Fits the confidence model of agents/confidence.py on a development corpus, and checks it.
+
+Usage:
+    python bench/calibrate.py --fit DIR [DIR ...] [--holdout DIR ...] [--write]
+
+Each document of the --fit folders is read and extracted offline; every field its truth file
+lists and the extractor found becomes one sample: the evidence the model counts (the rules'
+score, printed on the page, beside its label, stated twice, sums agree or disagree, read by
+OCR) and whether the value is right (bench/extraction_scoring.py). One small logistic model per
+core invoice field and one for every other field are fitted with an L2 penalty. With --write
+the coefficients go to agents/calibration.json. The reliability table (confidence bucket ->
+share right) is printed for the fit and the held-out folders, per source: text layer or OCR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.extraction import load_cases  # noqa: E402
+from bench.extraction_scoring import score_document  # noqa: E402
+
+GROUPS = ("issuer", "invoice_number", "issue_date", "total", "currency")
+BUCKETS = (0.0, 0.5, 0.8, 0.9, 0.97, 1.01)
+PENALTY = 1.0
+
+
+def group_of(document_type: str, name: str) -> str:
+    return name if document_type == "invoice" and name in GROUPS else "other"
+
+
+def samples(folders: list[str]) -> list[dict]:
+    """One sample per found field of every document with a truth file in the folders."""
+    from agents.classify import classify
+    from agents.fields import Usage
+    from agents.offline import OfflineExtractor
+    from agents.pdf import read_document
+    from agents.tracing import Tracer
+
+    found = []
+    for folder in folders:
+        for pdf, truth in load_cases(folder):
+            try:
+                document = read_document(str(pdf))
+            except Exception as exc:  # a document the agent refuses scores nothing
+                print(f"skipped {pdf.name}: {exc}", file=sys.stderr)
+                continue
+            extraction = OfflineExtractor().extract(document, classify(document.text), Usage(),
+                                                    Tracer())
+            scored = score_document(extraction.result(document.page_count), truth)
+            doc_type = truth["document_type"]
+            for name, outcome in scored["fields"].items():
+                features = extraction.signals.get(name)
+                if features is None or extraction.document_type != doc_type:
+                    continue
+                found.append({
+                    "document": pdf.name, "folder": folder, "field": name,
+                    "group": group_of(doc_type, name), "features": features,
+                    "correct": bool(outcome.correct), "ocr": bool(document.ocr_pages),
+                    "language": truth.get("language"),
+                    "confidence": extraction.fields[name].confidence,
+                })
+    return found
+
+
+def fit_group(rows: list[dict], names: tuple[str, ...]) -> dict:
+    """Logistic regression by Newton's method with an L2 penalty (intercept unpenalised)."""
+    import numpy as np
+
+    x = np.array([[1.0] + [r["features"][n] for n in names] for r in rows])
+    y = np.array([1.0 if r["correct"] else 0.0 for r in rows])
+    w = np.zeros(x.shape[1])
+    penalty = np.eye(x.shape[1]) * PENALTY
+    penalty[0, 0] = 1e-6
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ w))
+        gradient = x.T @ (p - y) + penalty @ w
+        hessian = x.T @ (x * (p * (1 - p))[:, None]) + penalty
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return {"intercept": round(float(w[0]), 3),
+            "weights": {n: round(float(v), 3) for n, v in zip(names, w[1:])},
+            "samples": len(rows), "right": int(y.sum())}
+
+
+def fit(rows: list[dict]) -> dict:
+    from agents.confidence import FEATURES
+
+    model = {"about": "Logistic model per field: p = 1 / (1 + exp(-(intercept + sum(weight * "
+                      "feature)))). Fitted by bench/calibrate.py; see docs/BENCHMARKS.md.",
+             "features": list(FEATURES), "fields": {}}
+    for group in GROUPS + ("other",):
+        chosen = [r for r in rows if r["group"] == group]
+        model["fields"][group] = fit_group(chosen, FEATURES)
+    return model
+
+
+def rescore(rows: list[dict], model: dict) -> None:
+    from agents.confidence import probability
+
+    for r in rows:
+        r["confidence"] = round(probability(r["group"], r["features"], model), 3)
+
+
+def reliability(rows: list[dict]) -> dict[str, list[tuple[str, int, int]]]:
+    """Per source (text layer, OCR, all): (bucket, right, count) for each confidence bucket."""
+    table: dict[str, list[tuple[str, int, int]]] = {}
+    for source, keep in (("text layer", lambda r: not r["ocr"]), ("OCR", lambda r: r["ocr"]),
+                         ("all", lambda r: True)):
+        rows_in = [r for r in rows if keep(r)]
+        buckets = []
+        for low, high in zip(BUCKETS, BUCKETS[1:]):
+            inside = [r for r in rows_in if low <= r["confidence"] < high]
+            label = f"{low:.2f}–{min(high, 1.0):.2f}"
+            buckets.append((label, sum(r["correct"] for r in inside), len(inside)))
+        table[source] = buckets
+    return table
+
+
+def format_reliability(title: str, rows: list[dict]) -> str:
+    lines = [f"{title}: {len(rows)} fields",
+             "| source | confidence | right | fields | share right |", "|---|---|---|---|---|"]
+    for source, buckets in reliability(rows).items():
+        for label, right, count in buckets:
+            share = f"{100 * right / count:.0f}%" if count else "–"
+            lines.append(f"| {source} | {label} | {right} | {count} | {share} |")
+    high = [r for r in rows if r["confidence"] >= 0.9]
+    if high:
+        lines.append(f"at confidence ≥ 0.9: {sum(r['correct'] for r in high)}/{len(high)} right "
+                     f"({100 * sum(r['correct'] for r in high) / len(high):.1f}%)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", nargs="+", required=True, help="development folders")
+    parser.add_argument("--holdout", nargs="*", default=[], help="folders kept out of the fit")
+    parser.add_argument("--write", action="store_true", help="write agents/calibration.json")
+    args = parser.parse_args(argv)
+    fit_rows = samples(args.fit)
+    held = samples(args.holdout) if args.holdout else []
+    model = fit(fit_rows)
+    rescore(fit_rows, model)
+    rescore(held, model)
+    if args.write:
+        from agents.confidence import COEFFICIENTS
+
+        COEFFICIENTS.write_text(json.dumps(model, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(model["fields"], indent=1))
+    print(format_reliability("fit", fit_rows))
+    if held:
+        print(format_reliability("held out", held))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
