@@ -119,6 +119,19 @@ def calibrate(view: DocView, document_type: str, fields: dict[str, FieldValue], 
     return found
 
 
+def attach_evidence(view: DocView, document_type: str, fields: dict[str, FieldValue],
+                    stage: str) -> None:
+    """Sets each field's stage and evidence, leaving its confidence as it is (a model's answer)."""
+    for name, fv in fields.items():
+        fv.stage = stage
+        kind = kind_of(document_type, name)
+        if fv.value is None or kind not in ("text", "date", "amount", "currency"):
+            fv.evidence = None
+            continue
+        spot, _ = find_spot(view, kind, fv.value, None, last=kind == "amount")
+        fv.evidence = evidence_of(view, spot)
+
+
 def document_confidence(document_type: str, fields: dict[str, FieldValue],
                         classification_confidence: float, failed_check: bool) -> float:
     """The weakest key field's confidence (0 when one is missing or nothing was found)."""

@@ -26,12 +26,6 @@ FIELD_SPECS: dict[str, dict[str, str]] = {
     },
     "other": {},
 }
-# Fields people look at first count double in the overall confidence.
-_KEY_FIELDS = {
-    "issuer", "invoice_number", "issue_date", "total",
-    "parties", "effective_date",
-    "company", "period_end", "revenue",
-}
 # The fields a document cannot do without, per type: one of them missing or doubtful sends
 # the document to review.
 CORE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -150,15 +144,6 @@ class Extractor(Protocol):
 def empty_fields(document_type: str) -> dict[str, FieldValue]:
     """Every field of a type, not found."""
     return {name: FieldValue() for name in FIELD_SPECS[document_type]}
-
-
-def overall_confidence(fields: dict[str, FieldValue], classification_confidence: float) -> float:
-    """Weighted mean of field confidences (missing fields count 0), tempered by the class."""
-    if not fields or all(fv.value is None for fv in fields.values()):
-        return 0.0  # nothing found is nothing to be sure of
-    weights = {name: 2.0 if name in _KEY_FIELDS else 1.0 for name in fields}
-    mean = sum(fields[n].confidence * w for n, w in weights.items()) / sum(weights.values())
-    return round(mean * (0.6 + 0.4 * classification_confidence), 3)
 
 
 def validate_value(kind: str, value: Any) -> Any:
