@@ -1,8 +1,8 @@
 """A field's confidence as the estimated probability that it is right.
 
 The rules give each value a score; this module counts the evidence around it (is the value
-printed on the page, next to its label, more than once; do the document's sums agree; was the
-page read by OCR) and turns score and evidence into a probability with a small logistic model
+printed on the page, next to its label, more than once; did the rules read other values for it
+nearly as confidently; do the document's sums agree; was the page read by OCR) and turns score and evidence into a probability with a small logistic model
 per field. The coefficients are fitted on the development corpus by bench/calibrate.py and
 live in agents/calibration.json, where each one can be read and questioned.
 
@@ -28,7 +28,8 @@ COEFFICIENTS = Path(__file__).with_name("calibration.json")
 REVIEW_THRESHOLD = 0.6
 # A document whose cross-check failed is shown for review even when every field scored well.
 _FAILED_CHECK_CAP = 0.59
-FEATURES = ("score", "printed", "near_label", "repeated", "sums_agree", "sums_disagree", "ocr")
+FEATURES = ("score", "printed", "near_label", "repeated", "rivals", "sums_agree", "sums_disagree",
+            "ocr")
 _CLIP = 0.02
 _TOLERANCE = 0.021
 
@@ -81,6 +82,7 @@ def signals(view: DocView, document_type: str, name: str, fv: FieldValue,
         "printed": float(spot is not None),
         "near_label": float(near),
         "repeated": float(count > 1),
+        "rivals": float(min(fv.rivals, 2)),
         "sums_agree": float(bool(sums) and amount_field),
         "sums_disagree": float(sums is False and amount_field),
         "ocr": float(page in ocr_pages if page is not None else bool(ocr_pages)),
@@ -98,7 +100,7 @@ def probability(name: str, features: dict[str, float], model: dict[str, Any] | N
     """The fitted model's probability that a value with these features is right."""
     model = model or _model()
     coef = model["fields"].get(name) or model["fields"]["other"]
-    z = coef["intercept"] + sum(coef["weights"][f] * features[f] for f in FEATURES)
+    z = coef["intercept"] + sum(coef["weights"].get(f, 0.0) * features[f] for f in FEATURES)
     return 1 / (1 + math.exp(-z))
 
 
@@ -108,11 +110,10 @@ def calibrate(view: DocView, document_type: str, fields: dict[str, FieldValue], 
     sums = sums_check(fields) if document_type == "invoice" else None
     found: dict[str, dict[str, float]] = {}
     for name, fv in fields.items():
-        fv.stage = stage
         if fv.value is None:
-            fv.confidence = 0.0
-            fv.evidence = None
+            fv.confidence, fv.stage, fv.evidence = 0.0, None, None
             continue
+        fv.stage = stage
         features, fv.evidence = signals(view, document_type, name, fv, sums, ocr_pages)
         found[name] = features
         fv.confidence = round(probability(name, features), 3)
@@ -123,7 +124,7 @@ def attach_evidence(view: DocView, document_type: str, fields: dict[str, FieldVa
                     stage: str) -> None:
     """Sets each field's stage and evidence, leaving its confidence as it is (a model's answer)."""
     for name, fv in fields.items():
-        fv.stage = stage
+        fv.stage = stage if fv.value is not None else None
         kind = kind_of(document_type, name)
         if fv.value is None or kind not in ("text", "date", "amount", "currency"):
             fv.evidence = None

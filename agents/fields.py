@@ -52,6 +52,8 @@ class FieldValue:
     stage: str | None = field(default=None, compare=False)
     evidence: dict[str, Any] | None = field(default=None, compare=False)
     line: int | None = field(default=None, compare=False, repr=False)
+    # Other values the rules read for the field nearly as confidently: doubt, never reported.
+    rivals: int = field(default=0, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"value": self.value, "confidence": round(float(self.confidence), 3)}

@@ -180,11 +180,26 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
     if isinstance(fields["issuer"].value, str):
         fields["issuer"].value = usual_case(fields["issuer"].value, view.text)
     _line_items(view, tables, fields)
+    _count_rivals(fields, {
+        "invoice_number": [c for c in index.candidates("invoice_number", _number_near)
+                           if not is_tax_id(c.value)],
+        "issue_date": index.candidates("issue_date", dates),
+        "total": readings["total"]})
     if failed:
         # A failed check casts doubt on what the document says overall, not only on the sums.
         for name in ("invoice_number", "issue_date", "issuer"):
             fields[name].confidence = round(fields[name].confidence * 0.85, 3)
     return fields
+
+
+def _count_rivals(fields: dict[str, FieldValue], candidates: dict[str, list]) -> None:
+    """How many other values were read for each field at least 70% as confidently as the best."""
+    for name, found in candidates.items():
+        if not found or fields[name].value is None:
+            continue
+        top = max(c.confidence for c in found)
+        fields[name].rivals = len({c.value for c in found if c.confidence >= 0.7 * top}
+                                  - {fields[name].value})
 
 
 def _number_near(text: str) -> str | None:

@@ -34,37 +34,43 @@ def group_of(document_type: str, name: str) -> str:
     return name if document_type == "invoice" and name in GROUPS else "other"
 
 
-def samples(folders: list[str]) -> list[dict]:
+def samples(folders: list[str], processes: int = 2) -> list[dict]:
     """One sample per found field of every document with a truth file in the folders."""
+    from multiprocessing import Pool
+
+    cases = [(str(pdf), truth, folder) for folder in folders for pdf, truth in load_cases(folder)]
+    with Pool(processes) as pool:
+        return [row for rows in pool.imap(_document_samples, cases) for row in rows]
+
+
+def _document_samples(case: tuple[str, dict, str]) -> list[dict]:
     from agents.classify import classify
     from agents.fields import Usage
     from agents.offline import OfflineExtractor
     from agents.pdf import read_document
     from agents.tracing import Tracer
 
+    path, truth, folder = case
+    try:
+        document = read_document(path)
+    except Exception as exc:  # a document the agent refuses scores nothing
+        print(f"skipped {path}: {exc}", file=sys.stderr)
+        return []
+    extraction = OfflineExtractor().extract(document, classify(document.text), Usage(), Tracer())
+    scored = score_document(extraction.result(document.page_count), truth)
+    doc_type = truth["document_type"]
     found = []
-    for folder in folders:
-        for pdf, truth in load_cases(folder):
-            try:
-                document = read_document(str(pdf))
-            except Exception as exc:  # a document the agent refuses scores nothing
-                print(f"skipped {pdf.name}: {exc}", file=sys.stderr)
-                continue
-            extraction = OfflineExtractor().extract(document, classify(document.text), Usage(),
-                                                    Tracer())
-            scored = score_document(extraction.result(document.page_count), truth)
-            doc_type = truth["document_type"]
-            for name, outcome in scored["fields"].items():
-                features = extraction.signals.get(name)
-                if features is None or extraction.document_type != doc_type:
-                    continue
-                found.append({
-                    "document": pdf.name, "folder": folder, "field": name,
-                    "group": group_of(doc_type, name), "features": features,
-                    "correct": bool(outcome.correct), "ocr": bool(document.ocr_pages),
-                    "language": truth.get("language"),
-                    "confidence": extraction.fields[name].confidence,
-                })
+    for name, outcome in scored["fields"].items():
+        features = extraction.signals.get(name)
+        if features is None or extraction.document_type != doc_type:
+            continue
+        found.append({
+            "document": Path(path).name, "folder": folder, "field": name,
+            "group": group_of(doc_type, name), "features": features,
+            "correct": bool(outcome.correct), "ocr": bool(document.ocr_pages),
+            "language": truth.get("language"),
+            "confidence": extraction.fields[name].confidence,
+        })
     return found
 
 
@@ -97,7 +103,8 @@ def fit(rows: list[dict]) -> dict:
                       "feature)))). Fitted by bench/calibrate.py; see docs/BENCHMARKS.md.",
              "features": list(FEATURES), "fields": {}}
     for group in GROUPS + ("other",):
-        chosen = [r for r in rows if r["group"] == group]
+        # A field the corpus never shows borrows the fit over every field.
+        chosen = [r for r in rows if r["group"] == group] or rows
         model["fields"][group] = fit_group(chosen, FEATURES)
     return model
 
@@ -143,9 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", nargs="+", required=True, help="development folders")
     parser.add_argument("--holdout", nargs="*", default=[], help="folders kept out of the fit")
     parser.add_argument("--write", action="store_true", help="write agents/calibration.json")
+    parser.add_argument("--samples", metavar="FILE",
+                        help="keep the samples in FILE and reuse them when it exists (refits "
+                             "without extracting again; delete it after changing the agents)")
     args = parser.parse_args(argv)
-    fit_rows = samples(args.fit)
-    held = samples(args.holdout) if args.holdout else []
+    cache = Path(args.samples) if args.samples else None
+    if cache and cache.is_file():
+        fit_rows, held = json.loads(cache.read_text(encoding="utf-8"))
+    else:
+        fit_rows = samples(args.fit)
+        held = samples(args.holdout) if args.holdout else []
+        if cache:
+            cache.write_text(json.dumps([fit_rows, held]), encoding="utf-8")
     model = fit(fit_rows)
     rescore(fit_rows, model)
     rescore(held, model)

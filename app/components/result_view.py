@@ -96,7 +96,9 @@ def _evidence(item: dict) -> None:
     stage = item.get("stage")
     if shown is None:
         # A value found but printed nowhere (computed, or read by a model) says so.
-        note = "not on the page" if item.get("value") is not None and "evidence" in item else fmt.DASH
+        value = item.get("value")
+        located = value is not None and not isinstance(value, (list, dict)) and "evidence" in item
+        note = "not on the page" if located else fmt.DASH
         ui.label(note).classes("text-xs quire-muted whitespace-nowrap")
         return
     label = ui.label(shown).classes("text-xs text-slate-700 truncate max-w-xs quire-mono")
