@@ -26,7 +26,9 @@ COEFFICIENTS = Path(__file__).with_name("calibration.json")
 # Below this a key field sends the document to a person (schema.stats.REVIEW_CONFIDENCE
 # holds the same number for the app's filter; a test checks they agree).
 REVIEW_THRESHOLD = 0.6
-# A document whose cross-check failed is shown for review even when every field scored well.
+# A document whose cross-check failed is shown for review even when every field scored well,
+# and its amounts are never more likely right than this: a rule, not fitted, since too few
+# documents of the corpus have sums that disagree to learn it from.
 _FAILED_CHECK_CAP = 0.59
 FEATURES = ("score", "printed", "near_label", "repeated", "rivals", "sums_agree", "sums_disagree",
             "ocr")
@@ -101,7 +103,8 @@ def probability(name: str, features: dict[str, float], model: dict[str, Any] | N
     model = model or _model()
     coef = model["fields"].get(name) or model["fields"]["other"]
     z = coef["intercept"] + sum(coef["weights"].get(f, 0.0) * features[f] for f in FEATURES)
-    return 1 / (1 + math.exp(-z))
+    p = 1 / (1 + math.exp(-z))
+    return min(p, _FAILED_CHECK_CAP) if features.get("sums_disagree") else p
 
 
 def calibrate(view: DocView, document_type: str, fields: dict[str, FieldValue], stage: str,

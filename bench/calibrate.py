@@ -1,7 +1,8 @@
 """Fits the confidence model of agents/confidence.py on a development corpus, and checks it.
 
 Usage:
-    python bench/calibrate.py --fit DIR [DIR ...] [--holdout DIR ...] [--write]
+    python bench/calibrate.py --fit DIR [DIR ...] [--holdout DIR ...] [--unknown-labels N]
+                              [--samples FILE] [--write]
 
 Each document of the --fit folders is read and extracted offline; every field its truth file
 lists and the extractor found becomes one sample: the evidence the model counts (the rules'
@@ -34,28 +35,75 @@ def group_of(document_type: str, name: str) -> str:
     return name if document_type == "invoice" and name in GROUPS else "other"
 
 
-def samples(folders: list[str], processes: int = 2) -> list[dict]:
-    """One sample per found field of every document with a truth file in the folders."""
+def samples(folders: list[str], processes: int = 2, unknown_labels: int = 0,
+            originals: bool = True) -> list[dict]:
+    """One sample per found field of every document with a truth file in the folders.
+
+    With `unknown_labels`, each text-layer invoice is also read that many more times with half
+    of its label words replaced by words no rule knows (see `unknown_labels`).
+    """
     from multiprocessing import Pool
 
-    cases = [(str(pdf), truth, folder) for folder in folders for pdf, truth in load_cases(folder)]
+    cases = [(str(pdf), truth, folder, 0) for folder in folders
+             for pdf, truth in load_cases(folder)]
+    cases += [(path, truth, folder, seed) for path, truth, folder, _ in list(cases)
+              for seed in range(1, unknown_labels + 1)
+              if truth["document_type"] == "invoice" and "scan" not in Path(path).name]
+    if not originals:
+        cases = [case for case in cases if case[3]]
     with Pool(processes) as pool:
         return [row for rows in pool.imap(_document_samples, cases) for row in rows]
 
 
-def _document_samples(case: tuple[str, dict, str]) -> list[dict]:
+def unknown_labels(document, seed: int, share: float = 0.5) -> None:
+    """Replaces about `share` of the document's invoice label words by made-up ones in place.
+
+    Real invoices label their fields in words the rules do not all know: this makes the
+    development corpus show the extractor failing the way it fails on them (a value taken from
+    a weaker label, a guess, a rival reading), so the confidence model learns what those
+    failures look like. Lengths are kept, so every character keeps its box.
+    """
+    import random
+    import re
+
+    from agents.layout import Cell, Line, fold
+    from agents.rules_invoice import LABELS
+
+    rng = random.Random(f"{document.name}/{seed}")
+    phrases = sorted({fold(p) for items in LABELS.values() for p, _ in items}, key=len,
+                     reverse=True)
+    pattern = re.compile("|".join(rf"(?<!\w){re.escape(p)}(?!\w)" for p in phrases))
+
+    def scramble(text: str) -> str:
+        chars = list(text)
+        for m in pattern.finditer(fold(text)):
+            if rng.random() < share:
+                for i in range(m.start(), m.end()):
+                    if chars[i].isalpha():
+                        letter = rng.choice("bcdfghklmnprstvz")
+                        chars[i] = letter.upper() if chars[i].isupper() else letter
+        return "".join(chars)
+
+    for page in document.pages:
+        page.lines = [Line(tuple(Cell(scramble(c.text), c.x0, c.x1, c.top, c.bottom, c.edges)
+                                 for c in line.cells)) for line in page.lines]
+
+
+def _document_samples(case: tuple[str, dict, str, int]) -> list[dict]:
     from agents.classify import classify
     from agents.fields import Usage
     from agents.offline import OfflineExtractor
     from agents.pdf import read_document
     from agents.tracing import Tracer
 
-    path, truth, folder = case
+    path, truth, folder, seed = case
     try:
         document = read_document(path)
     except Exception as exc:  # a document the agent refuses scores nothing
         print(f"skipped {path}: {exc}", file=sys.stderr)
         return []
+    if seed:
+        unknown_labels(document, seed)
     extraction = OfflineExtractor().extract(document, classify(document.text), Usage(), Tracer())
     scored = score_document(extraction.result(document.page_count), truth)
     doc_type = truth["document_type"]
@@ -68,18 +116,23 @@ def _document_samples(case: tuple[str, dict, str]) -> list[dict]:
             "document": Path(path).name, "folder": folder, "field": name,
             "group": group_of(doc_type, name), "features": features,
             "correct": bool(outcome.correct), "ocr": bool(document.ocr_pages),
-            "language": truth.get("language"),
+            "language": truth.get("language"), "unknown_labels": bool(seed),
             "confidence": extraction.fields[name].confidence,
         })
     return found
 
 
 def fit_group(rows: list[dict], names: tuple[str, ...]) -> dict:
-    """Logistic regression by Newton's method with an L2 penalty (intercept unpenalised)."""
+    """Logistic regression by Newton's method with an L2 penalty (intercept unpenalised).
+
+    One right and one wrong made-up sample with no evidence keep a field the corpus never saw
+    wrong (currency) from a certainty no real document earns.
+    """
     import numpy as np
 
-    x = np.array([[1.0] + [r["features"][n] for n in names] for r in rows])
-    y = np.array([1.0 if r["correct"] else 0.0 for r in rows])
+    pseudo = [{"features": dict.fromkeys(names, 0.0), "correct": c} for c in (True, False)]
+    x = np.array([[1.0] + [r["features"][n] for n in names] for r in rows + pseudo])
+    y = np.array([1.0 if r["correct"] else 0.0 for r in rows + pseudo])
     w = np.zeros(x.shape[1])
     penalty = np.eye(x.shape[1]) * PENALTY
     penalty[0, 0] = 1e-6
@@ -93,7 +146,7 @@ def fit_group(rows: list[dict], names: tuple[str, ...]) -> dict:
             break
     return {"intercept": round(float(w[0]), 3),
             "weights": {n: round(float(v), 3) for n, v in zip(names, w[1:])},
-            "samples": len(rows), "right": int(y.sum())}
+            "samples": len(rows), "right": int(y.sum()) - 1}
 
 
 def fit(rows: list[dict]) -> dict:
@@ -117,10 +170,12 @@ def rescore(rows: list[dict], model: dict) -> None:
 
 
 def reliability(rows: list[dict]) -> dict[str, list[tuple[str, int, int]]]:
-    """Per source (text layer, OCR, all): (bucket, right, count) for each confidence bucket."""
+    """Per source (text layer, the same with unknown labels, OCR, all): (bucket, right, count)
+    for each confidence bucket."""
     table: dict[str, list[tuple[str, int, int]]] = {}
-    for source, keep in (("text layer", lambda r: not r["ocr"]), ("OCR", lambda r: r["ocr"]),
-                         ("all", lambda r: True)):
+    for source, keep in (("text layer", lambda r: not r["ocr"] and not r.get("unknown_labels")),
+                         ("text, unknown labels", lambda r: bool(r.get("unknown_labels"))),
+                         ("OCR", lambda r: r["ocr"]), ("all", lambda r: True)):
         rows_in = [r for r in rows if keep(r)]
         buckets = []
         for low, high in zip(BUCKETS, BUCKETS[1:]):
@@ -150,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", nargs="+", required=True, help="development folders")
     parser.add_argument("--holdout", nargs="*", default=[], help="folders kept out of the fit")
     parser.add_argument("--write", action="store_true", help="write agents/calibration.json")
+    parser.add_argument("--unknown-labels", type=int, default=0, metavar="N",
+                        help="also read each text invoice N times with half its label words "
+                             "made unknown (see unknown_labels)")
     parser.add_argument("--samples", metavar="FILE",
                         help="keep the samples in FILE and reuse them when it exists (refits "
                              "without extracting again; delete it after changing the agents)")
@@ -160,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         fit_rows = samples(args.fit)
         held = samples(args.holdout) if args.holdout else []
-        if cache:
-            cache.write_text(json.dumps([fit_rows, held]), encoding="utf-8")
+    if args.unknown_labels and not any(r.get("unknown_labels") for r in fit_rows):
+        fit_rows += samples(args.fit, unknown_labels=args.unknown_labels, originals=False)
+        held += samples(args.holdout, unknown_labels=args.unknown_labels, originals=False)
+    if cache:
+        cache.write_text(json.dumps([fit_rows, held]), encoding="utf-8")
     model = fit(fit_rows)
     rescore(fit_rows, model)
     rescore(held, model)
