@@ -125,6 +125,10 @@ def run_benchmark(folder: str | Path | list, extract_fn: ExtractFn, extractor: s
         source_cells["(documents)"][1] += 1
         source_cells["(classification)"][0] += scored["classified"]
         source_cells["(classification)"][1] += 1
+        language_cells = by_language[truth.get("language") or "?"]
+        language_cells["(documents)"][1] += 1
+        language_cells["(classification)"][0] += scored["classified"]
+        language_cells["(classification)"][1] += 1
         for name, outcome in scored["fields"].items():
             if doc_type == "invoice" and name in CORE_FIELDS:
                 source_cells[name][0] += outcome.correct
