@@ -104,11 +104,3 @@ def evidence_of(view: DocView, spot: Spot | None) -> dict[str, Any] | None:
         "bbox": [round(v, 1) for v in box] if box else None,
         "text": cell.text[spot.start:spot.end],
     }
-
-
-
-def label_gap(view: DocView, spot: Spot | None, near: int | None) -> int | None:
-    """Lines between the label the rules used and the value's spot (None when unknown)."""
-    if spot is None or near is None:
-        return None
-    return abs(spot.line - near)
