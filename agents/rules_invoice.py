@@ -115,7 +115,7 @@ LABELS = {
         "tomador, adquirente, guest name, buyer, purchaser, attn, kaufer, auftraggeber, "
         "leistungsempfanger, rechnungsadresse, lieferadresse, lieferanschrift, acheteur, "
         "adresse de livraison, livre a, acquirente, koper, comprador, invoice address, "
-        "recipient, addressee, besteller, indirizzo di fatturazione, adres klant"),
+        "besteller, indirizzo di fatturazione, adres klant"),
     # Other dates and numbers that sit beside the invoice's own and must not feed them.
     "_other": _labels(
         "order date, date of order, date of supply, delivery date, ship date, data ordine, "
