@@ -94,6 +94,18 @@ def currency_code(text: str) -> str | None:
     return _WORDS[w.group(1).lower()] if w else None
 
 
+def currency_spans(text: str) -> list[tuple[str, int, int]]:
+    """Every currency symbol, code or name in `text` as (ISO code, start, end)."""
+    found = []
+    for m in _CURRENCY.finditer(text):
+        code = _SYMBOLS.get(m.group(0), m.group(0) if m.group(0) in ISO_CODES else None)
+        if code:
+            found.append((code, m.start(), m.end()))
+    for m in _CURRENCY_WORD.finditer(text):
+        found.append((_WORDS[m.group(1).lower()], m.start(), m.end()))
+    return sorted(found, key=lambda f: f[1])
+
+
 def find_amounts(text: str) -> list[Amount]:
     """Numbers that can be amounts, with adjacent currency; dates and identifiers are skipped."""
     masked = list(text)

@@ -24,16 +24,17 @@ from agents.arithmetic import answer_problems, lower_confidence
 from agents.classify import Classification
 from agents.dates import find_dates
 from agents.einvoice import XML_CONFIDENCE, EInvoice
-from agents.fields import FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields, overall_confidence
+from agents.confidence import (REVIEW_THRESHOLD, attach_evidence, calibrate, document_confidence, needs_review,
+                               sums_check)
+from agents.fields import CORE_FIELDS, FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields
 from agents.layout import DocView
 from agents.llm import ChatClient
 from agents.llm_extractor import LLMExtractor, merge_fields
-from agents.offline import estimate_usage, ocr_discount, offline_fields
+from agents.offline import estimate_usage, offline_fields, page_sizes
 from agents.pdf import Document
 from agents.prompt import build_field_messages, chunk_pages, estimate_json, estimate_messages, system_prompt
 
-DEFAULT_THRESHOLD = 0.8
-CORE_FIELDS = ("issuer", "invoice_number", "issue_date", "total")
+DEFAULT_THRESHOLD = REVIEW_THRESHOLD
 # The fields an auditor compares between the XML and the page a person reads.
 CROSS_CHECKED = ("invoice_number", "issue_date", "total")
 
@@ -65,7 +66,7 @@ def doubtful_fields(fields: dict[str, FieldValue], threshold: float) -> list[str
     does not start a call on its own, but is asked for when a call is made anyway.
     """
     below = [n for n, fv in fields.items() if fv.stage != "xml" and fv.confidence < threshold]
-    worth = any(n in CORE_FIELDS or n == "currency" or fields[n].value is not None for n in below)
+    worth = any(n in CORE_FIELDS["invoice"] or fields[n].value is not None for n in below)
     return below if worth else []
 
 
@@ -136,11 +137,16 @@ class CascadeExtractor:
                                                "threshold": threshold}) as span:
             page_fields: dict[str, FieldValue] = {}
             view = DocView.of(document.pages) if document.pages else None
-            if view is not None and FIELD_SPECS.get(doc_type):
-                page_fields = offline_fields(view, doc_type)
             rules_stage = "ocr" if document.ocr_pages and len(document.ocr_pages) == document.page_count \
                 else "rules"
+            if view is not None and FIELD_SPECS.get(doc_type):
+                page_fields = offline_fields(view, doc_type)
+                calibrate(view, doc_type, page_fields, rules_stage, set(document.ocr_pages))
             fields = xml_fields(einvoice) if einvoice else empty_fields(doc_type)
+            if einvoice and view is not None:
+                # Where the page shows what the XML states; the stage stays "xml".
+                stated = {n: fv for n, fv in fields.items() if fv.value is not None}
+                attach_evidence(view, doc_type, stated, "xml")
             findings = cross_check(einvoice, view.text, page_fields, view.dayfirst) \
                 if einvoice and view is not None else []
             for name, fv in page_fields.items():
@@ -150,22 +156,25 @@ class CascadeExtractor:
             model = None
             if doubtful and self.use_llm and not einvoice and document.pages:
                 model = self._ask_model(document, doc_type, fields, doubtful, usage, tracer)
+                answered = {n: fields[n] for n in doubtful if fields[n].stage == "llm"}
+                attach_evidence(view, doc_type, answered, "llm")
                 lower_confidence(fields, [n for n in answer_problems(doc_type, fields)
                                           if fields[n].stage != "xml"])
             answer = {"document_type": doc_type, "fields": {n: fv.as_dict() for n, fv in fields.items()}}
             spent = usage.input_tokens + usage.output_tokens
             saved = max(0, full_llm_tokens(document, doc_type, answer) - spent)
             type_confidence = 1.0 if einvoice else classification.confidence
-            confidence = ocr_discount(document, overall_confidence(fields, type_confidence))
-            low = [n for n in CORE_FIELDS if n in fields and fields[n].confidence < threshold]
-            extra: dict[str, Any] = {"tokens_saved": saved,
-                                     "needs_review": bool(findings or (FIELD_SPECS.get(doc_type) and low))}
+            failed = doc_type == "invoice" and sums_check(fields) is False
+            confidence = document_confidence(doc_type, fields, type_confidence, failed)
+            extra: dict[str, Any] = {"tokens_saved": saved}
             if einvoice:
                 extra["source"] = einvoice.source()
             if findings:
                 extra["findings"] = findings
             extraction = Extraction(document_type=doc_type, fields=fields, confidence=confidence,
-                                    extractor=self.name, model=model, usage=usage, extra=extra)
+                                    extractor=self.name, model=model, usage=usage, extra=extra,
+                                    page_sizes=page_sizes(document) if document.pages else None,
+                                    needs_review=bool(findings) or needs_review(confidence, threshold))
             span.set_outputs({"stages": {n: fv.stage for n, fv in fields.items() if fv.stage},
                               "asked_model": doubtful if model else [], "tokens_saved": saved,
                               "findings": len(findings), "confidence": confidence})

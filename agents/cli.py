@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--price-output-per-mtok", help="USD per million output tokens")
     run_cmd.add_argument("--review-threshold",
                          help="confidence below which a field is doubtful: the cascade asks the model "
-                              "for it, and a core field below it needs review (default 0.8)")
+                              "for it, and a core field below it needs review (default 0.6)")
     run_cmd.add_argument("--callback-key-scope", help="secret scope of the shared callback key")
     run_cmd.add_argument("--callback-key-name", help="secret key of the shared callback key")
     run_cmd.add_argument("--oauth-client-id-key",

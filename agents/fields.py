@@ -26,11 +26,13 @@ FIELD_SPECS: dict[str, dict[str, str]] = {
     },
     "other": {},
 }
-# Fields people look at first count double in the overall confidence.
-_KEY_FIELDS = {
-    "issuer", "invoice_number", "issue_date", "total",
-    "parties", "effective_date",
-    "company", "period_end", "revenue",
+# The fields a document cannot do without, per type: one of them missing or doubtful sends
+# the document to review.
+CORE_FIELDS: dict[str, tuple[str, ...]] = {
+    "invoice": ("issuer", "invoice_number", "issue_date", "total", "currency"),
+    "contract": ("parties", "effective_date"),
+    "financial_statement": ("company", "period_end", "revenue"),
+    "other": (),
 }
 LINE_ITEM_KEYS = ("description", "quantity", "unit_price", "amount")
 _CURRENCY_CODE = re.compile(r"[A-Z]{3}")
@@ -38,16 +40,26 @@ _CURRENCY_CODE = re.compile(r"[A-Z]{3}")
 
 @dataclass
 class FieldValue:
-    """One extracted value and how sure the extractor is of it (0 when not found)."""
+    """One extracted value and how sure the extractor is of it (0 when not found).
+
+    `stage` and `evidence` (docs/CONTRACTS.md) are set by extractors that know them; `line`
+    is where in the document's flattened lines the rules read the value, a hint for finding
+    its evidence, never reported.
+    """
 
     value: Any = None
     confidence: float = 0.0
-    stage: str | None = None  # what produced it: xml, rules, ocr or llm (None: not recorded)
+    stage: str | None = field(default=None, compare=False)
+    evidence: dict[str, Any] | None = field(default=None, compare=False)
+    line: int | None = field(default=None, compare=False, repr=False)
+    # Other values the rules read for the field nearly as confidently: doubt, never reported.
+    rivals: int = field(default=0, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"value": self.value, "confidence": round(float(self.confidence), 3)}
         if self.stage is not None:
             out["stage"] = self.stage
+            out["evidence"] = self.evidence
         return out
 
 
@@ -101,11 +113,15 @@ class Extraction:
     extractor: str
     model: str | None = None
     usage: Usage = field(default_factory=Usage)
-    extra: dict[str, Any] = field(default_factory=dict)  # source, findings, needs_review, tokens_saved
+    extra: dict[str, Any] = field(default_factory=dict)  # source, findings, tokens_saved
+    page_sizes: list[list[float]] | None = None   # [width, height] in points, per page
+    needs_review: bool | None = None
+    # What the confidence model was given per field (for bench/calibrate.py, never reported).
+    signals: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
     def result(self, pages: int) -> dict[str, Any]:
         """The `result` object of the callback payload (docs/CONTRACTS.md)."""
-        return {
+        out = {
             "document_type": self.document_type,
             "extractor": self.extractor,
             "model": self.model,
@@ -113,6 +129,11 @@ class Extraction:
             "fields": {name: fv.as_dict() for name, fv in self.fields.items()},
             **self.extra,
         }
+        if self.page_sizes is not None:
+            out["page_sizes"] = self.page_sizes
+        if self.needs_review is not None:
+            out["needs_review"] = self.needs_review
+        return out
 
 
 class Extractor(Protocol):
@@ -127,15 +148,6 @@ class Extractor(Protocol):
 def empty_fields(document_type: str) -> dict[str, FieldValue]:
     """Every field of a type, not found."""
     return {name: FieldValue() for name in FIELD_SPECS[document_type]}
-
-
-def overall_confidence(fields: dict[str, FieldValue], classification_confidence: float) -> float:
-    """Weighted mean of field confidences (missing fields count 0), tempered by the class."""
-    if not fields:
-        return round(classification_confidence, 3)
-    weights = {name: 2.0 if name in _KEY_FIELDS else 1.0 for name in fields}
-    mean = sum(fields[n].confidence * w for n, w in weights.items()) / sum(weights.values())
-    return round(mean * (0.6 + 0.4 * classification_confidence), 3)
 
 
 def validate_value(kind: str, value: Any) -> Any:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from agents.fields import FieldValue
-from agents.labels import LabelIndex, parse_name
+from agents.labels import LabelIndex, is_label_text, parse_name
 from agents.layout import DocView, fold
 from agents.prose import LEGAL_FORM, company_name
 
@@ -57,7 +57,8 @@ def find_issuer(view: DocView, index: LabelIndex,
     best: _Candidate | None = None
     for cand in candidates:
         key = _key(cand.name)
-        if not key or key in customer_names:
+        # A heading or a column's label ("Käufer", "Nummer") is never the seller's name.
+        if not key or key in customer_names or is_label_text(cand.name, index.labels):
             continue
         position = cand.line - page_start.get(view.pages[cand.line], 0)
         score = cand.score + _evidence(view, cand, domains, position)
@@ -65,7 +66,7 @@ def find_issuer(view: DocView, index: LabelIndex,
             best = _Candidate(cand.name, cand.line, score)
     if best is None:
         return FieldValue()
-    return FieldValue(best.name, round(min(0.97, best.score), 3))
+    return FieldValue(best.name, round(min(0.97, best.score), 3), line=best.line)
 
 
 def _key(name: str) -> str:
@@ -111,21 +112,26 @@ def _labelled(view: DocView, index: LabelIndex) -> list[_Candidate]:
                 found.append(_Candidate(name, hit.line, 0.8 * hit.strength))
                 continue
         # The name to the right, or on one of the next lines under the label.
+        right = None
         for ci in range(hit.cell + 1, len(line.cells)):
-            name = _company(line.cells[ci].text)
-            if name:
-                found.append(_Candidate(name, hit.line, 0.78 * hit.strength))
+            if index.has_label(hit.line, ci):
+                break  # "Verkäufer  Käufer": the next block's heading, not a name
+            right = _company(line.cells[ci].text)
+            if right:
                 break
-        else:
-            for li in range(hit.line + 1, min(len(view.lines), hit.line + 4)):
-                if view.pages[li] != view.pages[hit.line]:
-                    break
-                under = [c for c in view.lines[li].cells if c.overlaps(cell) > 0
-                         or abs(c.x0 - cell.x0) < 30]
-                names = [n for n in (_company(c.text) for c in under) if n]
-                if names:
-                    found.append(_Candidate(names[0], li, 0.78 * hit.strength))
-                    break
+        if right:
+            found.append(_Candidate(right, hit.line, 0.78 * hit.strength))
+            continue
+        for li in range(hit.line + 1, min(len(view.lines), hit.line + 4)):
+            if view.pages[li] != view.pages[hit.line]:
+                break
+            under = [c for ci, c in enumerate(view.lines[li].cells)
+                     if (c.overlaps(cell) > 0 or abs(c.x0 - cell.x0) < 30)
+                     and not index.has_label(li, ci)]
+            names = [n for n in (_company(c.text) for c in under) if n]
+            if names:
+                found.append(_Candidate(names[0], li, 0.78 * hit.strength))
+                break
     return found
 
 

@@ -32,6 +32,39 @@ IGNORED_LABELS = [
     "n° de client", "n° bon de commande", "n° bon de livraison", "n° de facture associee",
     "n° contrat", "n° bon de vente", "n° bon de reception", "variable symbol",
 ]
+# Words that head columns and blocks of invoices in the supported languages. A value made only
+# of label words (with the field labels of a vocabulary) is a heading, never a value.
+HEADING_WORDS = frozenset(fold(w) for w in """
+number nummer numero numéro nr no n° num pos position item items article artikel articolo
+description beschreibung bezeichnung descrizione désignation designation omschrijving
+descripción descripcion qty quantity menge anzahl quantité quantite quantità quantita aantal
+cantidad unit units einheit unité unite unità unita eenheid unidad price preis prix prezzo
+prijs precio unit price einzelpreis prix unitaire prezzo unitario stuksprijs precio unitario
+amount betrag montant importo bedrag importe total totale totaal gesamt summe sum subtotal
+date datum data fecha page seite pagina página invoice rechnung facture fattura factuur
+factura fatura receipt quittung ricevuta reçu recu bill to ship to sold to buyer käufer
+kaeufer seller verkäufer verkaeufer customer kunde client cliente klant destinatario
+destinataire empfänger empfaenger rechnungsempfänger leistungsempfänger supplier lieferant
+fournisseur fornitore leverancier proveedor vendor vendeur venditore from von de da van
+to an à a al aan vat mwst ust tva iva btw tax steuer netto brutto net gross ht ttc details
+reference referenz référence riferimento referentie referencia ref code id tel phone fax
+email e-mail iban bic swift address adresse indirizzo adres dirección direccion name
+""".split())
+
+
+def is_label_text(text: str, labels: dict[str, list[tuple[str, float]]] | None = None) -> bool:
+    """Whether `text` is only a label or heading ("Nummer", "Käufer", "Invoice No."), not a value."""
+    folded = fold(text)
+    words = re.findall(r"[^\W\d_]+|\d+", folded)
+    if not words or any(w.isdigit() for w in words):
+        return False
+    phrases = {fold(p) for items in (labels or {}).values() for p, _ in items}
+    phrases |= {fold(p) for p in IGNORED_LABELS}
+    if " ".join(words) in phrases:
+        return True
+    return all(w in HEADING_WORDS or w in phrases for w in words)
+
+
 _NUMBER_PREFIX = re.compile(r"^(?:n[°ºo]\.?|nr\.?|no\.?|num\.?|number|numero|nummer|#)\s*[:.]?\s*",
                             re.IGNORECASE)
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9/\-_.#]{0,39}")
@@ -82,6 +115,7 @@ class LabelIndex:
                  skip_lines: set[int] | frozenset[int] = frozenset(),
                  skip_cell: Callable[[int, Cell], bool] | None = None):
         self.lines = lines
+        self.labels = labels
         self._skip_cell = skip_cell or (lambda li, cell: False)
         self.pages = pages
         self._patterns = _compile(labels)

@@ -6,6 +6,7 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Sequence
 
 _COLUMN_GAP = re.compile(r"\s{2,}|\t+")
 _SPACES = re.compile(r"\s+")
@@ -13,11 +14,30 @@ _SPACES = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class Cell:
-    """A run of text on one line with its horizontal extent (points for PDFs, columns for text)."""
+    """A run of text on one line with its horizontal extent (points for PDFs, columns for text).
+
+    Cells read from a PDF or by OCR also know where they stand: `top` and `bottom` in points
+    from the page's top-left corner, and `edges`, the left and right of each character of
+    `text`, so the box of any part of the text can be told (empty for plain text).
+    """
 
     text: str
     x0: float
     x1: float
+    top: float = field(default=0.0, compare=False)
+    bottom: float = field(default=0.0, compare=False)
+    edges: tuple[tuple[float, float], ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def placed(self) -> bool:
+        """Whether the cell's position on a page is known (false for plain text)."""
+        return bool(self.edges) and self.bottom > self.top
+
+    def span_box(self, start: int, end: int) -> tuple[float, float, float, float] | None:
+        """The box [x0, top, x1, bottom] of text[start:end], or None without positions."""
+        if not self.placed or not 0 <= start < end <= len(self.edges):
+            return None
+        return (self.edges[start][0], self.top, self.edges[end - 1][1], self.bottom)
 
     def overlaps(self, other: Cell) -> float:
         """Horizontal overlap with another cell, in the page's units (0 when disjoint)."""
@@ -47,6 +67,8 @@ class Page:
 
     number: int
     lines: list[Line] = field(default_factory=list)
+    width: float = 0.0   # points; 0 when unknown
+    height: float = 0.0
 
     @property
     def text(self) -> str:
@@ -57,6 +79,29 @@ def clean(text: str) -> str:
     """Collapse whitespace (including PDF soft hyphens and NBSPs) inside one cell."""
     text = text.replace("\u00ad", "").replace("\ufffe", "").replace("\x02", "")
     return _SPACES.sub(" ", text).strip()
+
+
+_DROPPED = frozenset("\u00ad\ufffe\x02")
+
+
+def clean_placed(chars: Sequence[str], boxes: Sequence[tuple[float, float]]
+                 ) -> tuple[str, tuple[tuple[float, float], ...]]:
+    """clean() over characters with their boxes, keeping one box per character kept."""
+    text: list[str] = []
+    kept: list[tuple[float, float]] = []
+    for ch, box in zip(chars, boxes):
+        if ch in _DROPPED:
+            continue
+        if ch.isspace():
+            if not text or text[-1] == " ":
+                continue
+            ch = " "
+        text.append(ch)
+        kept.append(box)
+    while text and text[-1] == " ":
+        text.pop()
+        kept.pop()
+    return "".join(text), tuple(kept)
 
 
 def lines_from_text(text: str) -> list[Line]:
@@ -101,8 +146,11 @@ _SPACE_GAP = 0.15
 _COLUMN_GAP_EM = 1.0
 
 
-def lines_from_glyphs(glyphs: list[Glyph]) -> list[Line]:
-    """Rows of cells from characters: rows by vertical position, cells split at wide gaps."""
+def lines_from_glyphs(glyphs: list[Glyph], page_height: float = 0.0) -> list[Line]:
+    """Rows of cells from characters: rows by vertical position, cells split at wide gaps.
+
+    With the page's height, each cell also gets its box measured from the top-left corner.
+    """
     ordered = sorted(glyphs, key=lambda g: (-g.middle, g.left))
     rows: list[list[Glyph]] = []
     row_middle = 0.0
@@ -112,13 +160,24 @@ def lines_from_glyphs(glyphs: list[Glyph]) -> list[Line]:
             continue
         rows.append([glyph])
         row_middle = glyph.middle
-    return [line for line in (_row_cells(row) for row in rows) if line.cells]
+    return [line for line in (_row_cells(row, page_height) for row in rows) if line.cells]
 
 
-def _row_cells(row: list[Glyph]) -> Line:
+def _placed_cell(glyphs: list[Glyph], text: list[str], boxes: list[tuple[float, float]],
+                 start: float, end: float, page_height: float) -> Cell:
+    if page_height <= 0:
+        return Cell(clean("".join(text)), start, end)
+    cleaned, edges = clean_placed(text, boxes)
+    return Cell(cleaned, start, end, page_height - max(g.top for g in glyphs),
+                page_height - min(g.bottom for g in glyphs), edges)
+
+
+def _row_cells(row: list[Glyph], page_height: float = 0.0) -> Line:
     row.sort(key=lambda g: g.left)
     cells: list[Cell] = []
     text: list[str] = []
+    boxes: list[tuple[float, float]] = []
+    members: list[Glyph] = []
     start = end = 0.0
     previous: Glyph | None = None
     for glyph in row:
@@ -128,17 +187,20 @@ def _row_cells(row: list[Glyph]) -> Line:
             if glyph.char == previous.char and abs(glyph.left - previous.left) < 0.1 * em:
                 continue  # the same character printed twice over itself (simulated bold)
             if gap > _COLUMN_GAP_EM * em:
-                cells.append(Cell(clean("".join(text)), start, end))
-                text, previous = [], None
+                cells.append(_placed_cell(members, text, boxes, start, end, page_height))
+                text, boxes, members, previous = [], [], [], None
             elif gap > _SPACE_GAP * em:
                 text.append(" ")
+                boxes.append((previous.right, glyph.left))
         if previous is None:
             start = glyph.left
         text.append(glyph.char)
+        boxes.append((glyph.left, glyph.right))
+        members.append(glyph)
         end = max(end, glyph.right) if previous is not None else glyph.right
         previous = glyph
     if text:
-        cells.append(Cell(clean("".join(text)), start, end))
+        cells.append(_placed_cell(members, text, boxes, start, end, page_height))
     return Line(tuple(c for c in cells if c.text))
 
 

@@ -11,13 +11,14 @@ from typing import Any
 
 from agents.arithmetic import answer_problems, lower_confidence
 from agents.classify import DOCUMENT_TYPES, Classification
+from agents.confidence import attach_evidence, document_confidence, needs_review, sums_check
 from agents.errors import ExtractionError
 from agents.fields import (
-    FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields, overall_confidence, validate_fields,
+    FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields, validate_fields,
 )
 from agents.layout import DocView
 from agents.llm import ChatClient, parse_json_object
-from agents.offline import offline_fields
+from agents.offline import offline_fields, page_sizes
 from agents.pdf import Document
 from agents.prompt import build_messages, chunk_pages
 
@@ -109,13 +110,18 @@ class LLMExtractor:
             if len(chunks) > 1:
                 # The merged answer is checked again: chunks answered separately can disagree.
                 lower_confidence(fields, answer_problems(doc_type, fields))
+            attach_evidence(DocView.of(document.pages), doc_type, fields, "llm")
+            failed = doc_type == "invoice" and sums_check(fields) is False
+            confidence = document_confidence(doc_type, fields, type_confidence, failed)
             extraction = Extraction(
                 document_type=doc_type,
                 fields=fields,
-                confidence=overall_confidence(fields, type_confidence),
+                confidence=confidence,
                 extractor=self.name,
                 model=client.endpoint.model,
                 usage=usage,
+                page_sizes=page_sizes(document),
+                needs_review=needs_review(confidence),
             )
             span.set_outputs({"document_type": doc_type, "confidence": extraction.confidence})
         return extraction

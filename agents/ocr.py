@@ -12,7 +12,7 @@ import os
 import shutil
 from typing import Any
 
-from agents.layout import Cell, Line, clean
+from agents.layout import Cell, Line, clean_placed
 
 DEFAULT_LANGUAGES = "eng+ita+fra+deu+nld+spa+por"
 DEFAULT_DPI = 300
@@ -77,11 +77,32 @@ def ocr_page(page: Any) -> list[Line]:
     # the page is made black and white first, keeping only ink darker than mid-grey. (Filtering
     # out dust specks as well would also erase decimal points: the stray marks they leave are
     # dropped as cells below instead.)
-    image = _straighten(image.point(lambda v: 255 if v > _INK else 0))
+    original = image.size
+    image, angle = _straighten(image.point(lambda v: 255 if v > _INK else 0))
     # One uniform block: rows are read across every column, as an invoice's rows are meant.
     data = pytesseract.image_to_data(image, lang=languages, config="--psm 6",
                                      output_type=pytesseract.Output.DICT)
+    if angle:
+        _unrotate(data, angle, image.size, original)
     return _lines(data, scale)
+
+
+def _unrotate(data: dict, angle: float, size: tuple[int, int],
+              original: tuple[int, int]) -> None:
+    """Word boxes of the straightened image moved back onto the page as it was rendered."""
+    import math
+
+    # PIL turns the image counter-clockwise about its centre (y grows downwards): undo that
+    # for each word's centre and keep its size.
+    theta = math.radians(angle)
+    cos, sin = math.cos(theta), math.sin(theta)
+    cx, cy = size[0] / 2, size[1] / 2
+    ox, oy = original[0] / 2, original[1] / 2
+    for i in range(len(data["text"])):
+        w, h = data["width"][i], data["height"][i]
+        x, y = data["left"][i] + w / 2 - cx, data["top"][i] + h / 2 - cy
+        data["left"][i] = round(ox + x * cos - y * sin - w / 2)
+        data["top"][i] = round(oy + x * sin + y * cos - h / 2)
 
 
 def _lines(data: dict, scale: float) -> list[Line]:
@@ -101,27 +122,63 @@ def _lines(data: dict, scale: float) -> list[Line]:
         heights = sorted(data["height"][i] for i in words)
         em = heights[len(heights) // 2]
         cells: list[Cell] = []
-        texts: list[str] = []
-        start = end = None
+        group: list[int] = []
         for i in words:
-            left, right = data["left"][i], data["left"][i] + data["width"][i]
-            if end is not None and left - end > 1.2 * em:
-                cells.append(Cell(clean(" ".join(texts)), start / scale, end / scale))
-                texts, start = [], None
-            start = left if start is None else start
-            end = right
-            texts.append(data["text"][i].strip())
-        cells.append(Cell(clean(" ".join(texts)), start / scale, end / scale))
+            if group and data["left"][i] - _right(data, group[-1]) > 1.2 * em:
+                cells.append(_word_cell(data, group, scale))
+                group = []
+            group.append(i)
+        cells.append(_word_cell(data, group, scale))
         # Table rules and dust read as "|", "_" or ".": cells with no letter or digit are noise.
-        cells = [Cell(text, c.x0, c.x1) for c in cells
-                 if (text := c.text.strip(" |_[]{}")) and any(ch.isalnum() for ch in text)]
+        cells = [trimmed for c in cells
+                 if (trimmed := _trim(c)) and any(ch.isalnum() for ch in trimmed.text)]
         if cells:
             lines.append(Line(tuple(cells)))
     return lines
 
 
+def _right(data: dict, i: int) -> int:
+    return data["left"][i] + data["width"][i]
+
+
+def _word_cell(data: dict, words: list[int], scale: float) -> Cell:
+    """One cell of words, each character given an equal share of its word's width (points)."""
+    chars: list[str] = []
+    boxes: list[tuple[float, float]] = []
+    for n, i in enumerate(words):
+        word = data["text"][i].strip()
+        left, width = data["left"][i], max(1, data["width"][i])
+        if n:
+            chars.append(" ")
+            boxes.append((_right(data, words[n - 1]) / scale, left / scale))
+        step = width / max(1, len(word))
+        for k, ch in enumerate(word):
+            chars.append(ch)
+            boxes.append(((left + k * step) / scale, (left + (k + 1) * step) / scale))
+    text, edges = clean_placed(chars, boxes)
+    top = min(data["top"][i] for i in words) / scale
+    bottom = max(data["top"][i] + data["height"][i] for i in words) / scale
+    return Cell(text, data["left"][words[0]] / scale, _right(data, words[-1]) / scale,
+                top, bottom, edges)
+
+
+def _trim(cell: Cell) -> Cell | None:
+    """The cell without the rule and dust marks at its ends."""
+    text = cell.text
+    start, end = 0, len(text)
+    while start < end and text[start] in " |_[]{}":
+        start += 1
+    while end > start and text[end - 1] in " |_[]{}":
+        end -= 1
+    if start == end:
+        return None
+    edges = cell.edges[start:end]
+    return Cell(text[start:end], edges[0][0], edges[-1][1], cell.top, cell.bottom, edges)
+
+
 def _straighten(image):
-    """The page rotated by the small angle that makes its text rows most horizontal."""
+    """The page rotated by the small angle that makes its text rows most horizontal, and
+    that angle (degrees, counter-clockwise)."""
     import numpy as np
     from PIL import Image
 
@@ -135,5 +192,6 @@ def _straighten(image):
         if score > best_score:
             best_angle, best_score = angle, score
     if best_angle == 0.0:
-        return image
-    return image.rotate(best_angle, fillcolor=255, resample=Image.BICUBIC, expand=True)
+        return image, 0.0
+    return (image.rotate(best_angle, fillcolor=255, resample=Image.BICUBIC, expand=True),
+            best_angle)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agents.classify import Classification
-from agents.fields import Extraction, FieldValue, Usage, empty_fields, overall_confidence
+from agents.confidence import calibrate, document_confidence, needs_review, sums_check
+from agents.fields import Extraction, FieldValue, Usage, empty_fields
 from agents.layout import DocView
 from agents.pdf import Document
 from agents.prompt import build_messages, chunk_pages, estimate_json, estimate_messages
@@ -32,16 +33,9 @@ def estimate_usage(document: Document, type_hint: str | None, answer: Any) -> tu
     return input_tokens, estimate_json(answer)
 
 
-# Text read by OCR may hold misread digits that no label rule can see: scans start less sure.
-OCR_CONFIDENCE_FACTOR = 0.85
-
-
-def ocr_discount(document: Document, confidence: float) -> float:
-    """The overall confidence lowered by the share of pages read by OCR."""
-    if not document.ocr_pages:
-        return confidence
-    share = len(document.ocr_pages) / max(1, document.page_count)
-    return round(confidence * (1 - (1 - OCR_CONFIDENCE_FACTOR) * share), 3)
+def page_sizes(document: Document) -> list[list[float]]:
+    """Each page's [width, height] in points, for viewers that scale evidence boxes."""
+    return [[round(p.width, 1), round(p.height, 1)] for p in document.pages]
 
 
 def offline_fields(view: DocView, doc_type: str) -> dict[str, FieldValue]:
@@ -62,6 +56,11 @@ class OfflineExtractor:
         with tracer.span("extract", "PARSER", inputs) as span:
             view = DocView.of(document.pages)
             fields = offline_fields(view, doc_type)
+            ocr = set(document.ocr_pages)
+            signals = calibrate(view, doc_type, fields, "ocr" if ocr else "rules", ocr)
+            failed = doc_type == "invoice" and sums_check(fields) is False
+            confidence = document_confidence(doc_type, fields, classification.confidence,
+                                             failed)
             answer = {"document_type": doc_type,
                       "fields": {n: fv.as_dict() for n, fv in fields.items()}}
             input_tokens, output_tokens = estimate_usage(document, doc_type, answer)
@@ -72,11 +71,13 @@ class OfflineExtractor:
             extraction = Extraction(
                 document_type=doc_type,
                 fields=fields,
-                confidence=ocr_discount(document,
-                                         overall_confidence(fields, classification.confidence)),
+                confidence=confidence,
                 extractor=self.name,
                 model=None,
                 usage=usage,
+                page_sizes=page_sizes(document),
+                needs_review=needs_review(confidence),
+                signals=signals,
             )
             span.set_outputs({"fields_found": sum(fv.value is not None for fv in fields.values()),
                               "confidence": extraction.confidence})

@@ -175,7 +175,9 @@ def _ocr_missing_text(pdf: pdfium.PdfDocument, pages: list[Page], name: str,
     for index in missing:
         page = pdf[index]
         try:
-            pages[index] = Page(number=index + 1, lines=ocr_page(page))
+            width, height = page.get_size()
+            pages[index] = Page(number=index + 1, lines=ocr_page(page), width=width,
+                                height=height)
         finally:
             page.close()
     return [index + 1 for index in missing]
@@ -222,9 +224,10 @@ def _looks_like_text(head: bytes) -> bool:
 def _read_page(pdf: pdfium.PdfDocument, index: int, name: str) -> Page:
     try:
         page = pdf[index]
+        width, height = page.get_size()
         textpage = page.get_textpage()
         try:
-            lines = lines_from_glyphs(_glyphs(textpage))
+            lines = lines_from_glyphs(_glyphs(textpage), height)
             if not lines:
                 # Some producers give text without usable positions: fall back to the stream.
                 lines = lines_from_text(textpage.get_text_range().replace("\r\n", "\n"))
@@ -233,7 +236,7 @@ def _read_page(pdf: pdfium.PdfDocument, index: int, name: str) -> Page:
             page.close()
     except pdfium.PdfiumError as exc:
         raise DocumentError(f"{name}: page {index + 1} is corrupt ({exc})") from exc
-    return Page(number=index + 1, lines=lines)
+    return Page(number=index + 1, lines=lines, width=width, height=height)
 
 
 def _glyphs(textpage: pdfium.PdfTextPage) -> list[Glyph]:

@@ -112,7 +112,10 @@ LABELS = {
         "kunde, rechnungsempfanger, empfanger, intestatario, intestato a, customer name, "
         "billing address, shipping address, bill to address, deliver to, delivery address, "
         "klant, afnemer, factuuradres, factuur aan, facturar a, "
-        "tomador, adquirente, guest name, buyer, purchaser, attn"),
+        "tomador, adquirente, guest name, buyer, purchaser, attn, kaufer, auftraggeber, "
+        "leistungsempfanger, rechnungsadresse, lieferadresse, lieferanschrift, acheteur, "
+        "adresse de livraison, livre a, acquirente, koper, comprador, invoice address, "
+        "besteller, indirizzo di fatturazione, adres klant"),
     # Other dates and numbers that sit beside the invoice's own and must not feed them.
     "_other": _labels(
         "order date, date of order, date of supply, delivery date, ship date, data ordine, "
@@ -153,7 +156,8 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
 
     def put(name: str, candidate) -> None:
         if candidate is not None:
-            fields[name] = FieldValue(candidate.value, candidate.confidence)
+            fields[name] = FieldValue(candidate.value, candidate.confidence,
+                                      line=candidate.line)
 
     put("invoice_number", _invoice_number(index))
     put("issue_date", index.best("issue_date", dates))
@@ -162,6 +166,10 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
                              key=lambda c: (-c.confidence, -c.line))
                 for name in ("subtotal", "tax", "total", "discount", "shipping")}
     failed = resolve_totals(fields, readings)
+    for name in ("subtotal", "tax", "total"):
+        # The line of the reading chosen: where the value's evidence is looked for first.
+        fields[name].line = next((c.line for c in readings[name]
+                                  if c.value == fields[name].value), None)
     put("currency", index.best("currency", parse_currency))
     _fill_dates(view, fields)
     if fields["currency"].value is None:
@@ -172,11 +180,26 @@ def extract_invoice(view: DocView) -> dict[str, FieldValue]:
     if isinstance(fields["issuer"].value, str):
         fields["issuer"].value = usual_case(fields["issuer"].value, view.text)
     _line_items(view, tables, fields)
+    _count_rivals(fields, {
+        "invoice_number": [c for c in index.candidates("invoice_number", _number_near)
+                           if not is_tax_id(c.value)],
+        "issue_date": index.candidates("issue_date", dates),
+        "total": readings["total"]})
     if failed:
         # A failed check casts doubt on what the document says overall, not only on the sums.
         for name in ("invoice_number", "issue_date", "issuer"):
             fields[name].confidence = round(fields[name].confidence * 0.85, 3)
     return fields
+
+
+def _count_rivals(fields: dict[str, FieldValue], candidates: dict[str, list]) -> None:
+    """How many other values were read for each field at least 70% as confidently as the best."""
+    for name, found in candidates.items():
+        if not found or fields[name].value is None:
+            continue
+        top = max(c.confidence for c in found)
+        fields[name].rivals = len({c.value for c in found if c.confidence >= 0.7 * top}
+                                  - {fields[name].value})
 
 
 def _number_near(text: str) -> str | None:

@@ -101,6 +101,8 @@ def run_benchmark(folder: str | Path | list, extract_fn: ExtractFn, extractor: s
              for root in folders for pdf, truth in load_cases(root, limit)]
     counts: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))  # type -> field -> [hits, n]
     by_source: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))  # source -> field -> ..
+    by_language: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))  # language -> field
+    confidences: list[tuple[float, bool, bool]] = []  # (confidence, right, read by OCR)
     classified, errors, elapsed = 0, [], 0.0
     tokens_est, tokens_in, tokens_out = 0, 0, 0
     failures: dict = defaultdict(list)
@@ -123,10 +125,20 @@ def run_benchmark(folder: str | Path | list, extract_fn: ExtractFn, extractor: s
         source_cells["(documents)"][1] += 1
         source_cells["(classification)"][0] += scored["classified"]
         source_cells["(classification)"][1] += 1
+        language_cells = by_language[truth.get("language") or "?"]
+        language_cells["(documents)"][1] += 1
+        language_cells["(classification)"][0] += scored["classified"]
+        language_cells["(classification)"][1] += 1
         for name, outcome in scored["fields"].items():
             if doc_type == "invoice" and name in CORE_FIELDS:
                 source_cells[name][0] += outcome.correct
                 source_cells[name][1] += 1
+                language = by_language[truth.get("language") or "?"]
+                language[name][0] += outcome.correct
+                language[name][1] += 1
+            found = _field_confidence(result, name)
+            if found is not None:
+                confidences.append((found[0], bool(outcome.correct), found[1]))
             cell = counts[doc_type][name]
             cell[0] += outcome.correct
             cell[1] += 1
@@ -140,7 +152,38 @@ def run_benchmark(folder: str | Path | list, extract_fn: ExtractFn, extractor: s
     report = _report(", ".join(map(str, folders)), extractor, len(cases), counts, classified,
                      errors, elapsed, (tokens_est, tokens_in, tokens_out), failures)
     report["sources"] = _sources(by_source)
+    report["languages"] = _sources(by_language)
+    report["reliability"] = _reliability(confidences)
     return report
+
+
+RELIABILITY_BUCKETS = (0.0, 0.5, 0.8, 0.9, 0.97, 1.01)
+
+
+def _field_confidence(result, name: str) -> tuple[float, bool] | None:
+    """A found field's confidence and whether it was read by OCR (None when not found)."""
+    entry = (result or {}).get("fields", {}).get(name) if isinstance(result, dict) else None
+    if not isinstance(entry, dict) or entry.get("value") is None:
+        return None
+    confidence = entry.get("confidence")
+    if not isinstance(confidence, (int, float)):
+        return None
+    return float(confidence), entry.get("stage") == "ocr"
+
+
+def _reliability(confidences: list[tuple[float, bool, bool]]) -> dict:
+    """Per source (text layer, OCR, all): each confidence bucket's count and share right."""
+    table = {}
+    for source, keep in (("text layer", lambda ocr: not ocr), ("OCR", lambda ocr: ocr),
+                         ("all", lambda ocr: True)):
+        rows = []
+        for low, high in zip(RELIABILITY_BUCKETS, RELIABILITY_BUCKETS[1:]):
+            inside = [right for conf, right, ocr in confidences
+                      if keep(ocr) and low <= conf < high]
+            rows.append({"bucket": f"{low:.2f}-{min(high, 1.0):.2f}", "n": len(inside),
+                         "right": sum(inside), "share": _ratio(sum(inside), len(inside))})
+        table[source] = rows
+    return table
 
 
 def _sources(by_source) -> dict:
@@ -220,7 +263,8 @@ def format_table(report: dict, show_failures: int = 0) -> str:
     ]
     for error in report["errors"][:10]:
         lines.append(f"  error {error['document']}: {error['error']}")
-    lines += ["", format_sources(report)]
+    lines += ["", format_sources(report), "", format_sources(report, "languages"), "",
+              format_reliability(report)]
     if show_failures:
         lines += ["", "sample failures (truth -> predicted):"]
         for key, items in sorted(report["failures"].items()):
@@ -231,14 +275,26 @@ def format_table(report: dict, show_failures: int = 0) -> str:
     return "\n".join(lines)
 
 
-def format_sources(report: dict) -> str:
-    """The five core invoice fields and classification, one row per source."""
+def format_reliability(report: dict) -> str:
+    """Confidence bucket -> share of found fields right, per source (text layer or OCR)."""
+    lines = ["reliability (found fields)", f"{'source':<12}{'confidence':<12}{'right':>8}{'n':>7}",
+             "-" * 39]
+    for source, rows in report.get("reliability", {}).items():
+        for row in rows:
+            if row["n"]:
+                lines.append(f"{source:<12}{row['bucket']:<12}{_pct(row['share']):>8}"
+                             f"{row['n']:>7}")
+    return "\n".join(lines)
+
+
+def format_sources(report: dict, key: str = "sources") -> str:
+    """The five core invoice fields and classification, one row per source (or language)."""
     short = {"issuer": "issuer", "invoice_number": "number", "issue_date": "date",
              "total": "total", "currency": "currency"}
     header = (f"{'source':<24}{'docs':>5}{'class.':>8}"
               + "".join(f"{short[n]:>9}" for n in CORE_FIELDS) + f"{'core':>8}")
-    lines = ["core invoice fields per source", header, "-" * len(header)]
-    for source, row in report.get("sources", {}).items():
+    lines = [f"core invoice fields per {key[:-1]}", header, "-" * len(header)]
+    for source, row in report.get(key, {}).items():
         cells = "".join(f"{_pct(row['fields'].get(n, {}).get('accuracy')):>9}"
                         for n in CORE_FIELDS)
         lines.append(f"{source:<24}{row['documents']:>5}{_pct(row['classification']):>8}"

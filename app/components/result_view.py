@@ -83,7 +83,7 @@ def result_card(task: Task) -> None:
         with ui.element("div").classes("w-full overflow-x-auto"), \
                 ui.element("table").classes("w-full text-sm").props('data-testid="result-fields"'):
             with ui.element("tr").classes("text-left quire-kpi-label"):
-                for head in ("Field", "Value", "Confidence"):
+                for head in ("Field", "Value", "Confidence", "Source"):
                     with ui.element("th").classes("py-2 font-medium"):
                         ui.label(head)
             for name, item in fields.items():
@@ -97,8 +97,39 @@ def result_card(task: Task) -> None:
                             _line_items(value)
                         else:
                             ui.label(fmt.value_text(value)).classes("font-medium" if value is not None else "quire-muted")
-                    with ui.element("td").classes("py-2"):
+                    with ui.element("td").classes("py-2 pr-4"):
                         _confidence_bar(item.get("confidence"))
+                    with ui.element("td").classes("py-2").props(f'data-testid="evidence-{name}"'):
+                        _evidence(item)
+        if task.result.get("needs_review"):
+            ui.label("A key field is doubtful or a cross-check failed: a person should check this result.") \
+                .classes("text-sm text-warning").props('data-testid="result-needs-review"')
+
+
+def evidence_text(item: dict) -> str | None:
+    """Where a field's value was read, for a reader: "p. 1 · “Rechnungsnr. RE-2024-318”"."""
+    evidence = item.get("evidence")
+    if not isinstance(evidence, dict):
+        return None
+    page, text = evidence.get("page"), evidence.get("text")
+    parts = [f"p. {page}" if isinstance(page, int) else None,
+             f"“{text}”" if isinstance(text, str) and text else None]
+    return " · ".join(p for p in parts if p) or None
+
+
+def _evidence(item: dict) -> None:
+    shown = evidence_text(item)
+    stage = item.get("stage")
+    if shown is None:
+        # A value found but printed nowhere (computed, or read by a model) says so.
+        value = item.get("value")
+        located = value is not None and not isinstance(value, (list, dict)) and "evidence" in item
+        note = "not on the page" if located else fmt.DASH
+        ui.label(note).classes("text-xs quire-muted whitespace-nowrap")
+        return
+    label = ui.label(shown).classes("text-xs text-slate-700 truncate max-w-xs quire-mono")
+    if stage:
+        label.tooltip(f"read by {stage}")
 
 
 def _line_items(items: list[dict]) -> None:

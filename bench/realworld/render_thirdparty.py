@@ -3,8 +3,9 @@
 Not part of the project's dependencies: run it in a scratch virtualenv that has them,
     python -m venv /tmp/gen && /tmp/gen/bin/pip install InvoiceGenerator==1.2.0 PyInvoice==0.1.7
     /tmp/gen/bin/python bench/realworld/render_thirdparty.py bench/realworld
-The layouts and wording are the packages' own; only the Dutch and Spanish message catalogs
-(InvoiceGenerator ships English, Czech and Brazilian Portuguese) are written here.
+The layouts and wording are the packages' own; only the Dutch, Spanish, German, French and
+Italian message catalogs (InvoiceGenerator ships English, Czech and Brazilian Portuguese) are
+written here.
 """
 
 from __future__ import annotations
@@ -17,39 +18,41 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
-# InvoiceGenerator's msgids with Dutch and Spanish translations (its catalog format).
+# InvoiceGenerator's msgids in Dutch, Spanish, German, French and Italian (its catalog format).
 _CATALOG = {
-    "Invoice num.: %s": ("Factuurnummer: %s", "Factura n.º: %s"),
-    "Customer": ("Klant", "Cliente"),
-    "Provider": ("Leverancier", "Proveedor"),
-    "Payment information": ("Betaalgegevens", "Datos de pago"),
-    "Account n.": ("Rekeningnummer", "Cuenta n.º"),
-    "Variable symbol": ("Betalingskenmerk", "Referencia"),
-    "List of items": ("Overzicht", "Conceptos"),
-    "Description": ("Omschrijving", "Descripción"),
-    "Units": ("Aantal", "Cantidad"),
-    "Price per one": ("Prijs per stuk", "Precio unitario"),
-    "Total price": ("Totaal excl. btw", "Importe"),
-    "Tax": ("Btw", "IVA"),
-    "Total price with tax": ("Totaal incl. btw", "Importe con IVA"),
-    "Total": ("Totaal", "Total"),
-    "Breakdown VAT": ("Btw-specificatie", "Desglose del IVA"),
-    "VAT rate": ("Btw-tarief", "Tipo de IVA"),
-    "Without VAT": ("Excl. btw", "Base imponible"),
-    "With VAT": ("Incl. btw", "Con IVA"),
-    "Total with tax": ("Te betalen", "Total a pagar"),
-    "Creator": ("Opgesteld door", "Emitida por"),
-    "Date of exposure taxable invoice": ("Factuurdatum", "Fecha de factura"),
-    "Taxable invoice num.: %s": ("Factuurnummer: %s", "Factura n.º: %s"),
-    "Due date": ("Vervaldatum", "Fecha de vencimiento"),
-    "Taxable date": ("Leverdatum", "Fecha de operación"),
-    "Paytype": ("Betaalwijze", "Forma de pago"),
-    "Date of exposure": ("Factuurdatum", "Fecha de factura"),
-    "Page %(page_number)d of %(page_count)d": ("Pagina %(page_number)d van %(page_count)d",
-                                               "Página %(page_number)d de %(page_count)d"),
-    "Vat in: %s": ("Btw-nummer: %s", "NIF: %s"),
-    "IR: %s": ("KvK: %s", "CIF: %s"),
+    'Invoice num.: %s': ('Factuurnummer: %s', 'Factura n.º: %s', 'Rechnungsnummer: %s', 'Facture n° : %s', 'Fattura n.: %s'),
+    'Customer': ('Klant', 'Cliente', 'Kunde', 'Client', 'Cliente'),
+    'Provider': ('Leverancier', 'Proveedor', 'Lieferant', 'Fournisseur', 'Fornitore'),
+    'Payment information': ('Betaalgegevens', 'Datos de pago', 'Zahlungsinformationen', 'Informations de paiement', 'Dati di pagamento'),
+    'Account n.': ('Rekeningnummer', 'Cuenta n.º', 'Kontonummer', 'Numéro de compte', 'Conto n.'),
+    'Variable symbol': ('Betalingskenmerk', 'Referencia', 'Verwendungszweck', 'Référence', 'Causale'),
+    'List of items': ('Overzicht', 'Conceptos', 'Positionen', 'Détail', 'Dettaglio'),
+    'Description': ('Omschrijving', 'Descripción', 'Beschreibung', 'Désignation', 'Descrizione'),
+    'Units': ('Aantal', 'Cantidad', 'Menge', 'Quantité', 'Quantità'),
+    'Price per one': ('Prijs per stuk', 'Precio unitario', 'Einzelpreis', 'Prix unitaire', 'Prezzo unitario'),
+    'Total price': ('Totaal excl. btw', 'Importe', 'Gesamtpreis netto', 'Total HT', 'Imponibile'),
+    'Tax': ('Btw', 'IVA', 'MwSt.', 'TVA', 'IVA'),
+    'Total price with tax': ('Totaal incl. btw', 'Importe con IVA', 'Gesamtpreis brutto', 'Total TTC', 'Totale con IVA'),
+    'Total': ('Totaal', 'Total', 'Summe', 'Total', 'Totale'),
+    'Breakdown VAT': ('Btw-specificatie', 'Desglose del IVA', 'Aufschlüsselung MwSt.', 'Détail TVA', 'Riepilogo IVA'),
+    'VAT rate': ('Btw-tarief', 'Tipo de IVA', 'Steuersatz', 'Taux TVA', 'Aliquota IVA'),
+    'Without VAT': ('Excl. btw', 'Base imponible', 'Netto', 'HT', 'Imponibile'),
+    'With VAT': ('Incl. btw', 'Con IVA', 'Brutto', 'TTC', 'Totale'),
+    'Total with tax': ('Te betalen', 'Total a pagar', 'Zu zahlender Betrag', 'Net à payer', 'Totale da pagare'),
+    'Creator': ('Opgesteld door', 'Emitida por', 'Erstellt von', 'Établie par', 'Emessa da'),
+    'Date of exposure taxable invoice': ('Factuurdatum', 'Fecha de factura', 'Rechnungsdatum', 'Date de facture', 'Data fattura'),
+    'Taxable invoice num.: %s': ('Factuurnummer: %s', 'Factura n.º: %s', 'Rechnungsnummer: %s', 'Facture n° : %s', 'Fattura n.: %s'),
+    'Due date': ('Vervaldatum', 'Fecha de vencimiento', 'Fällig am', 'Échéance', 'Scadenza'),
+    'Taxable date': ('Leverdatum', 'Fecha de operación', 'Leistungsdatum', 'Date de livraison', 'Data consegna'),
+    'Paytype': ('Betaalwijze', 'Forma de pago', 'Zahlungsart', 'Mode de paiement', 'Modalità di pagamento'),
+    'Date of exposure': ('Factuurdatum', 'Fecha de factura', 'Rechnungsdatum', 'Date de facture', 'Data fattura'),
+    'Page %(page_number)d of %(page_count)d': ('Pagina %(page_number)d van %(page_count)d', 'Página %(page_number)d de %(page_count)d', 'Seite %(page_number)d von %(page_count)d', 'Page %(page_number)d sur %(page_count)d', 'Pagina %(page_number)d di %(page_count)d'),
+    'Vat in: %s': ('Btw-nummer: %s', 'NIF: %s', 'USt-IdNr.: %s', 'N° TVA : %s', 'P. IVA: %s'),
+    'IR: %s': ('KvK: %s', 'CIF: %s', 'HRB: %s', 'SIRET : %s', 'REA: %s'),
 }
+
+
+_LANGUAGES = ("nl", "es", "de", "fr", "it")
 
 
 def _install_catalogs() -> None:
@@ -59,7 +62,7 @@ def _install_catalogs() -> None:
     import InvoiceGenerator
 
     root = Path(InvoiceGenerator.__file__).parent / "locale"
-    for index, lang in enumerate(("nl", "es")):
+    for index, lang in enumerate(_LANGUAGES):
         catalog = Catalog(locale=lang)
         for msgid, translations in _CATALOG.items():
             catalog.add(msgid, translations[index])
@@ -168,6 +171,60 @@ IG_SPECS = {
         creator="J. Hartley", number="HP-1093", date=dt.date(2024, 2, 19),
         due=dt.date(2024, 3, 20), locale="en_GB.UTF-8", symbol="£", currency="GBP",
         items=[(500, "0.18", "Flyers A5 colour", 20), (2, "35.00", "Poster A2", 20)])),
+    "ig_de_handwerk": ("de", dict(
+        issuer="Schreinerei Albrecht GmbH", address="Hauptstraße 17", city="Freiburg",
+        zip="79098", vat_id="DE287654321", ir="HRB 701234", account="DE89 3704 0044 0532 0130 00",
+        email="buero@schreinerei-albrecht.de", country="Deutschland", client="Praxis Dr. Weber",
+        client_address="Kaiser-Joseph-Straße 200", client_city="Freiburg", client_zip="79098",
+        creator="K. Albrecht", number="RE-2024-0318", date=dt.date(2024, 5, 21),
+        due=dt.date(2024, 6, 4), locale="de_DE.UTF-8", symbol="€", currency="EUR",
+        paytype="Überweisung",
+        items=[(1, "12480.00", "Empfangstheke Eiche massiv", 19),
+               (16, "58.50", "Montage (Stunden)", 19), (1, "245.00", "Anfahrt", 19)])),
+    "ig_de_software": ("de", dict(
+        issuer="Nordlicht IT-Service UG", address="Speicherstadt 4", city="Hamburg",
+        zip="20457", vat_id="DE312345678", account="DE02 2005 0550 1234 5678 90",
+        email="rechnung@nordlicht-it.de", country="Deutschland", client="Hafenbäckerei Janssen",
+        client_address="Elbchaussee 31", client_city="Hamburg", client_zip="22765",
+        creator="T. Brandt", number="2024/1187", date=dt.date(2024, 12, 2),
+        due=dt.date(2024, 12, 16), locale="de_DE.UTF-8", symbol="€", currency="EUR",
+        items=[(3, "79.00", "Wartungsvertrag (Monate)", 19), (1, "1450.00", "Kassensystem", 19)])),
+    "ig_fr_artisan": ("fr", dict(
+        issuer="Menuiserie Lefèvre SARL", address="12 rue des Tanneurs", city="Lyon",
+        zip="69002", vat_id="FR40123456789", ir="123 456 789 00012",
+        account="FR76 3000 6000 0112 3456 7890 189", email="contact@menuiserie-lefevre.fr",
+        country="France", client="Boulangerie Martin", client_address="4 place Bellecour",
+        client_city="Lyon", client_zip="69002", creator="Julien Lefèvre", number="F2024-0457",
+        date=dt.date(2024, 4, 9), due=dt.date(2024, 5, 9), locale="fr_FR.UTF-8", symbol="€",
+        currency="EUR", paytype="Virement",
+        items=[(2, "1840.00", "Vitrine réfrigérée, pose comprise", 20),
+               (6, "42.00", "Étagères chêne", 20)])),
+    "ig_fr_conseil": ("fr", dict(
+        issuer="Atelier Numérique Dubois", address="3 quai de la Fosse", city="Nantes",
+        zip="44000", vat_id="FR77987654321", account="FR14 2004 1010 0505 0001 3M02 606",
+        email="facturation@atelier-dubois.fr", country="France", client="Association Loire Vive",
+        client_address="8 rue Crébillon", client_city="Nantes", client_zip="44000",
+        creator="C. Dubois", number="2023-118", date=dt.date(2023, 11, 30),
+        due=dt.date(2023, 12, 30), locale="fr_FR.UTF-8", symbol="€", currency="EUR",
+        items=[(5, "450.00", "Journées de conseil", 20), (1, "90.00", "Frais de déplacement", 20)])),
+    "ig_it_impianti": ("it", dict(
+        issuer="Impianti Bianchi S.r.l.", address="Via Garibaldi 8", city="Torino",
+        zip="10122", vat_id="IT01234567890", ir="TO-1098765",
+        account="IT60 X054 2811 1010 0000 0123 456", email="amministrazione@impiantibianchi.it",
+        country="Italia", client="Condominio Le Magnolie", client_address="Corso Francia 120",
+        client_city="Torino", client_zip="10143", creator="Marco Bianchi", number="2024/087",
+        date=dt.date(2024, 2, 27), due=dt.date(2024, 3, 28), locale="it_IT.UTF-8", symbol="€",
+        currency="EUR", paytype="Bonifico bancario",
+        items=[(1, "3200.00", "Caldaia a condensazione", 22),
+               (8, "38.00", "Manodopera (ore)", 22)])),
+    "ig_it_studio": ("it", dict(
+        issuer="Studio Grafico Conti", address="Via dei Mille 22", city="Bologna", zip="40121",
+        vat_id="IT09876543210", account="IT02 L123 4512 3451 2345 6789 012",
+        email="info@studioconti.it", country="Italia", client="Trattoria Da Gino",
+        client_address="Via Zamboni 3", client_city="Bologna", client_zip="40126",
+        creator="Elena Conti", number="FT-19", date=dt.date(2024, 10, 15),
+        due=dt.date(2024, 11, 14), locale="it_IT.UTF-8", symbol="€", currency="EUR",
+        items=[(1, "600.00", "Logo e immagine coordinata", 22), (200, "0.35", "Menu stampati", 22)])),
 }
 PI_SPECS = {
     "pyinvoice_en_us_sales_tax": dict(

@@ -197,7 +197,11 @@ def complete(conn, attempt_id: int, *, confidence: float = 0.9, tokens: tuple[in
         "status": "completed", "confidence": confidence, "input_tokens": tokens[0], "output_tokens": tokens[1],
         "llm_cost_usd": cost, "trace_id": f"tr-{attempt_id}",
         "result": {"document_type": "invoice", "extractor": "offline", "model": None, "pages": 1,
-                   "fields": {"invoice_number": {"value": f"INV-{attempt_id}", "confidence": confidence},
+                   "page_sizes": [[595.3, 841.9]],
+                   "fields": {"invoice_number": {"value": f"INV-{attempt_id}", "confidence": confidence,
+                                                 "stage": "rules",
+                                                 "evidence": {"page": 1, "bbox": [90.0, 120.5, 160.2, 131.0],
+                                                              "text": f"INV-{attempt_id}"}},
                               "total": {"value": 1220.0, "confidence": confidence}}}})
 
 

@@ -226,6 +226,8 @@ def test_task_detail_shows_attempts_result_and_timeline(page, app_server):
     complete(conn, claim.attempt_id, confidence=0.87)
     expect(page.locator('[data-testid="task-status"]')).to_have_text("completed")
     expect(page.locator('[data-testid="result-fields"]')).to_contain_text(f"INV-{claim.attempt_id}")
+    # Each field shows where on the document it was read.
+    expect(page.locator('[data-testid="evidence-invoice_number"]')).to_contain_text(f"p. 1 · “INV-{claim.attempt_id}”")
     expect(page.locator('[data-testid="attempts"]')).to_contain_text(f"tr-{claim.attempt_id}")
     expect(page.locator('[data-testid="timeline"]')).to_contain_text("completed")
     assert page.locator('[data-testid="document-link"]').get_attribute("href") == f"/api/tasks/{task.id}/document"

@@ -88,6 +88,13 @@ def test_a_sample_is_extracted_by_the_cohosted_worker(app_server):
             http.get(f"/api/tasks/{task_id}").json()), timeout=120, interval=0.25, message="the sample to finish")
     assert detail["status"] == "completed", detail.get("error") or server.log()
     assert detail["result"]["fields"]["invoice_number"]["value"] == "INV-2024-0117"
+    # The API hands back where each value was read: page, box in points, and the printed text.
+    evidence = detail["result"]["fields"]["invoice_number"]["evidence"]
+    assert evidence["page"] == 1 and evidence["text"] == "INV-2024-0117"
+    width, height = detail["result"]["page_sizes"][0]
+    x0, top, x1, bottom = evidence["bbox"]
+    assert 0 <= x0 < x1 <= width and 0 <= top < bottom <= height
+    assert isinstance(detail["result"]["needs_review"], bool)
     [attempt] = detail["attempts"]
     assert attempt["status"] == "completed" and attempt["worker_id"] and attempt["executor"] == "local"
     assert queue.get_attempt(conn, attempt["id"]).callbacks_received >= 1, "the agent reported to the app"

@@ -6,6 +6,7 @@ import pytest
 
 from agents.cascade import CascadeExtractor, full_llm_tokens, review_threshold
 from agents.classify import classify
+from agents.confidence import REVIEW_THRESHOLD, calibrate
 from agents.cli import apply_run_settings, build_parser
 from agents.fields import FIELD_SPECS, Usage
 from agents.layout import DocView
@@ -28,7 +29,9 @@ def llm(monkeypatch):
 
 def _invoice():
     doc = parse_pdf(samples.invoice_it()[0], "invoice_it.pdf")
-    rules = offline_fields(DocView.of(doc.pages), "invoice")
+    view = DocView.of(doc.pages)
+    rules = offline_fields(view, "invoice")
+    calibrate(view, "invoice", rules, "rules", set())  # as the cascade reads them
     return doc, rules
 
 
@@ -82,25 +85,25 @@ def test_nothing_doubtful_means_no_model_call(llm) -> None:
     assert usage.input_tokens == usage.output_tokens == 0
     assert {fv.stage for fv in extraction.fields.values()} == {"rules"}
     assert extraction.extra["tokens_saved"] > 1000
-    assert extraction.extra["needs_review"] is False
+    assert extraction.needs_review is False
 
 
 def test_a_core_field_below_the_threshold_needs_review_when_the_model_is_not_asked() -> None:
     doc, rules = _invoice()
     extraction = CascadeExtractor(use_llm=False, threshold=0.999).extract(doc, classify(doc.text), Usage(),
                                                                           Tracer())
-    assert extraction.extra["needs_review"] is True
+    assert extraction.needs_review is True
 
 
 def test_the_threshold_comes_from_the_command_line(monkeypatch) -> None:
     monkeypatch.delenv("QUIRE_REVIEW_THRESHOLD", raising=False)
-    assert review_threshold() == 0.8
+    assert review_threshold() == REVIEW_THRESHOLD == 0.6  # the review queue's default too
     args = build_parser().parse_args(["run", "--document", "x.pdf", "--extractor", "cascade",
                                       "--review-threshold", "0.65"])
     apply_run_settings(args)
     assert args.extractor == "cascade" and review_threshold() == 0.65
     monkeypatch.setenv("QUIRE_REVIEW_THRESHOLD", "not a number")
-    assert review_threshold() == 0.8
+    assert review_threshold() == 0.6
 
 
 def test_an_optional_field_not_found_does_not_start_a_call_alone() -> None:

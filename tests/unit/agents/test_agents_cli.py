@@ -57,7 +57,10 @@ def test_prints_the_payload_and_writes_out_file(invoice: Path, tmp_path: Path) -
     assert payload["llm_cost_usd"] is None
     result = payload["result"]
     assert result["document_type"] == "invoice" and result["extractor"] == "offline"
-    assert result["fields"]["total"] == {"value": 1464.0, "confidence": 0.97}
+    total = result["fields"]["total"]
+    assert total["value"] == 1464.0 and total["confidence"] >= 0.9
+    assert total["stage"] == "rules" and total["evidence"]["page"] == 1
+    assert total["evidence"]["text"].startswith("1.464,00")
     assert 0 < payload["confidence"] <= 1
 
 

@@ -89,7 +89,7 @@ def test_a_faithful_page_gives_no_finding() -> None:
     assert page["total"].value == 1440.0  # the rules do read the page: the check is not vacuous
     assert cross_check(doc.einvoice, view.text, page) == []
     extraction = CascadeExtractor(use_llm=False).extract(doc, classify(doc.text), Usage(), Tracer())
-    assert extraction.extra["needs_review"] is False
+    assert extraction.needs_review is False
 
 
 @pytest.mark.parametrize("encoding", ["der", "base64", "pem"])

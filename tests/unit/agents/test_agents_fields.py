@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.fields import FieldValue, overall_confidence, validate_fields, validate_value
+from agents.fields import FieldValue, validate_fields, validate_value
 
 
 @pytest.mark.parametrize(
@@ -41,11 +41,3 @@ def test_validate_fields_reports_each_problem_and_keeps_good_fields() -> None:
     assert any("issue_date" in p for p in problems) and any("tax" in p for p in problems)
 
 
-def test_overall_confidence_weights_key_fields_and_class() -> None:
-    full = {"total": FieldValue(1.0, 1.0), "tax": FieldValue(1.0, 1.0)}
-    assert overall_confidence(full, 1.0) == 1.0
-    missing_key = {"total": FieldValue(), "tax": FieldValue(1.0, 1.0)}
-    missing_other = {"total": FieldValue(1.0, 1.0), "tax": FieldValue()}
-    assert overall_confidence(missing_key, 1.0) < overall_confidence(missing_other, 1.0)
-    assert overall_confidence(full, 0.5) < overall_confidence(full, 1.0)
-    assert overall_confidence({}, 0.7) == 0.7

@@ -121,3 +121,21 @@ def test_a_sentence_mentioning_the_invoice_gives_no_number():
     assert fields["invoice_number"].value is None
     assert extract_invoice(view_of("Invoice 2024-118\nTotal 10.00 EUR"))[
         "invoice_number"].value == "2024-118"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REALWORLD / "thirdparty").glob("ig_*.pdf")))
+def test_third_party_invoices_in_six_languages_give_core_fields_with_evidence(name):
+    from agents.fields import Usage
+    from agents.offline import OfflineExtractor
+    from agents.tracing import Tracer
+    from bench.extraction_scoring import score_document
+
+    pdf = REALWORLD / "thirdparty" / f"{name}.pdf"
+    truth = json.loads(pdf.with_suffix(".json").read_text(encoding="utf-8"))
+    document = read_document(str(pdf))
+    extraction = OfflineExtractor().extract(document, classify(document.text), Usage(), Tracer())
+    scored = score_document(extraction.result(document.page_count), truth)
+    assert {n: s.correct for n, s in scored["fields"].items()} == dict.fromkeys(truth["fields"], True)
+    for field in truth["fields"]:
+        evidence = extraction.fields[field].evidence
+        assert evidence is not None and evidence["page"] == 1 and evidence["bbox"], field

@@ -60,6 +60,12 @@ def test_valid_answer_gives_fields_tokens_and_cost(llm_env) -> None:
     assert extraction.fields["total"].value == 1464.0
     assert extraction.fields["subtotal"].value == 1200.0
     assert extraction.fields["line_items"].value[0]["quantity"] == 2.0
+    # A model's values are found on the page too: the reviewer sees where each one stands.
+    total = extraction.fields["total"]
+    assert total.stage == "llm" and total.evidence["page"] == 1
+    assert total.evidence["text"].startswith("1.464,00")
+    assert extraction.fields["invoice_number"].evidence["text"] == "FT-2024/0042"
+    assert extraction.needs_review is False and extraction.page_sizes[0][0] > 500
     assert (usage.input_tokens, usage.output_tokens) == (1000, 200)
     assert usage.llm_cost_usd == pytest.approx(1000 * 3 / 1e6 + 200 * 15 / 1e6)
     request = server.requests[0]
