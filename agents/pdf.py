@@ -13,6 +13,7 @@ import pypdfium2.raw as pdfium_raw
 
 from agents.errors import DocumentError
 from agents.layout import Glyph, Page, lines_from_glyphs, lines_from_text
+from agents.limits import Limits, TooCostly, check_page, check_page_count, check_streams
 from agents.ocr import ocr_page, ocr_problem
 
 # PDF readers accept the header anywhere in the first KiB (some generators prepend junk).
@@ -97,6 +98,12 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
     if not data:
         raise DocumentError(f"{name}: the file is empty (0 bytes)")
     _check_magic(data, name)
+    limits = Limits.from_env()
+    try:
+        # Before PDFium parses anything: a deflate bomb is refused with bounded memory.
+        check_streams(data, limits)
+    except TooCostly as exc:
+        raise DocumentError(f"{name}: {exc}") from exc
     try:
         pdf = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
@@ -104,8 +111,11 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
     try:
         if len(pdf) == 0:
             raise DocumentError(f"{name}: the PDF has no pages")
-        pages = [_read_page(pdf, index, name) for index in range(len(pdf))]
+        check_page_count(len(pdf), limits)
+        pages = [_read_page(pdf, index, name, limits) for index in range(len(pdf))]
         ocr_pages = _ocr_missing_text(pdf, pages, name)
+    except TooCostly as exc:
+        raise DocumentError(f"{name}: {exc}") from exc
     finally:
         pdf.close()
     if not any(page.lines for page in pages):
@@ -177,9 +187,14 @@ def _looks_like_text(head: bytes) -> bool:
     return all(ch.isprintable() or ch in "\t\n\r" for ch in decoded)
 
 
-def _read_page(pdf: pdfium.PdfDocument, index: int, name: str) -> Page:
+def _read_page(pdf: pdfium.PdfDocument, index: int, name: str, limits: Limits) -> Page:
     try:
         page = pdf[index]
+        try:
+            check_page(index + 1, *page.get_size(), limits)
+        except TooCostly:
+            page.close()
+            raise
         textpage = page.get_textpage()
         try:
             lines = lines_from_glyphs(_glyphs(textpage))

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +21,13 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _EMPTY_PAGE_TREE = re.compile(rb"/Count\s+0(?![0-9])")
 _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 MAX_STORED_NAME = 120
+EMPTY_TREE_WINDOW = 1_000_000
+CHUNK = 1 << 20
+CHECK_TIMEOUT_SECONDS = 60
+_ROOT = str(Path(__file__).resolve().parent.parent)
+# Checks running at once in this process: each child may take QUIRE_CHECK_MEMORY_MB.
+CHECKS_AT_ONCE = 2
+_CHECKS = threading.BoundedSemaphore(CHECKS_AT_ONCE)
 
 
 class DocumentRejected(ValueError):
@@ -22,17 +36,21 @@ class DocumentRejected(ValueError):
 
 @dataclass(frozen=True)
 class CheckedDocument:
-    """A document that passed the checks, with what the queue wants to know about it."""
+    """A document that passed the checks, with what the queue wants to know about it.
+
+    Its bytes stay in `path`, a file the caller owns: nothing holds a whole document in memory.
+    """
 
     name: str
-    data: bytes
+    path: Path
     sha256: str
     pages: int
+    size: int
     chars: int | None = None  # characters of the text layer (None: a scan without one)
 
     @property
-    def size(self) -> int:
-        return len(self.data)
+    def data(self) -> bytes:
+        return self.path.read_bytes()
 
 
 def megabytes(num_bytes: int, *, up: bool = False) -> str:
@@ -42,64 +60,110 @@ def megabytes(num_bytes: int, *, up: bool = False) -> str:
     return f"{tenths / 10:g}"
 
 
-def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None = None) -> CheckedDocument:
-    """Type by magic bytes, size, emptiness, encryption and readability, in that order.
+def _too_big(name: str, size: int, max_bytes: int) -> DocumentRejected:
+    shown = megabytes(size)
+    if float(shown) <= max_bytes / 1e6:
+        shown = megabytes(size, up=True)  # 50.04 MB reads "50.1", never "50 MB is over the 50 MB limit"
+    return DocumentRejected(f"{name}: {shown} MB is over the {megabytes(max_bytes)} MB limit")
 
-    `size` is the file's full size when only its first bytes were read (past the limit).
-    """
-    size = max(size or 0, len(data))
-    if not size:
-        raise DocumentRejected(f"{name}: the file is empty")
-    if size > max_bytes:
-        shown = megabytes(size)
-        if float(shown) <= max_bytes / 1e6:
-            shown = megabytes(size, up=True)  # 50.04 MB reads "50.1", never "50 MB is over the 50 MB limit"
-        raise DocumentRejected(f"{name}: {shown} MB is over the {megabytes(max_bytes)} MB limit")
-    if not data[:1024].lstrip().startswith(PDF_MAGIC):
-        raise DocumentRejected(f"{name}: not a PDF (its bytes do not start with %PDF-)")
-    import pypdfium2 as pdfium
 
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except pdfium.PdfiumError as exc:
-        text = str(exc).lower()
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_files(files: list[tuple[str, Path, int | None]], *, max_bytes: int,
+                ) -> list[CheckedDocument | DocumentRejected]:
+    """Checks each (name, path, full size) file: type by magic bytes, size, emptiness, then what
+    reading it costs, its encryption and readability, in a process of its own (agents.limits)."""
+    answers: list[CheckedDocument | DocumentRejected | None] = [None] * len(files)
+    pending: list[int] = []
+    for i, (name, path, size) in enumerate(files):
+        size = max(size or 0, path.stat().st_size)
+        if not size:
+            answers[i] = DocumentRejected(f"{name}: the file is empty")
+        elif size > max_bytes:
+            answers[i] = _too_big(name, size, max_bytes)
+        else:
+            with open(path, "rb") as handle:
+                head = handle.read(1024)
+            if not head.lstrip().startswith(PDF_MAGIC):
+                answers[i] = DocumentRejected(f"{name}: not a PDF (its bytes do not start with %PDF-)")
+            else:
+                pending.append(i)
+    inspected = inspect_files([files[i][1] for i in pending])
+    for i, answer in zip(pending, inspected):
+        name, path, _ = files[i]
+        answers[i] = _judge(name, path, answer)
+    return answers  # type: ignore[return-value]
+
+
+def _judge(name: str, path: Path, answer: dict) -> CheckedDocument | DocumentRejected:
+    """The child's answer about one file as a checked document or a refusal."""
+    if not answer.get("ok"):
+        detail = answer.get("detail") or "it could not be read"
+        if answer.get("error") != "pdfium":
+            return DocumentRejected(f"{name}: the PDF costs too much to read: {detail}")
+        text = detail.lower()
         if "password" in text:
-            raise DocumentRejected(f"{name}: the PDF is encrypted with a password") from exc
+            return DocumentRejected(f"{name}: the PDF is encrypted with a password")
+        with open(path, "rb") as handle:
+            data = handle.read(EMPTY_TREE_WINDOW)
         if _EMPTY_PAGE_TREE.search(data) and not _PAGE_OBJECT.search(data):
-            raise DocumentRejected(f"{name}: the PDF has no pages") from exc
-        raise DocumentRejected(f"{name}: the PDF is damaged and cannot be read ({exc})") from exc
-    try:
-        pages = len(pdf)
-        chars = _text_chars(pdf)
-        scanned = pages > 0 and not chars
-    finally:
-        pdf.close()
+            return DocumentRejected(f"{name}: the PDF has no pages")
+        return DocumentRejected(f"{name}: the PDF is damaged and cannot be read ({detail})")
+    pages, chars = answer["pages"], answer["chars"]
     if pages == 0:
-        raise DocumentRejected(f"{name}: the PDF has no pages")
-    if scanned:
+        return DocumentRejected(f"{name}: the PDF has no pages")
+    if not chars:
         from agents.ocr import ocr_problem
 
         # Refused now rather than failing later in the agent: a scan needs OCR to be read.
         problem = ocr_problem()
         if problem:
-            raise DocumentRejected(f"{name}: the PDF is a scanned image without text, and {problem}")
-    return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=pages,
+            return DocumentRejected(f"{name}: the PDF is a scanned image without text, and {problem}")
+    return CheckedDocument(name=name, path=path, sha256=_sha256(path), pages=pages, size=path.stat().st_size,
                            chars=chars or None)
 
 
-def _text_chars(pdf) -> int:
-    """The characters of every page's text layer (0 for a scan, which has only images): what a
-    model will read, and so what sizes the document's token reservation."""
-    total = 0
-    for index in range(len(pdf)):
-        page = pdf[index]
-        textpage = page.get_textpage()
-        try:
-            total += max(0, textpage.count_chars())
-        finally:
-            textpage.close()
-            page.close()
-    return total
+def inspect_files(paths: list[Path]) -> list[dict]:
+    """Runs `python -m agents.limits` over the files, a few checks at once in the whole process.
+
+    The child caps its own address space; a file that kills it (past the cap, or a crash in
+    PDFium) is answered as too costly, and the child starts again for the files after it.
+    """
+    from agents.limits import Limits
+
+    limits = Limits.from_env()
+    answers: list[dict] = []
+    while len(answers) < len(paths):
+        rest = paths[len(answers):]
+        with _CHECKS:
+            done = subprocess.run([sys.executable, "-m", "agents.limits", *map(str, rest)],
+                                  capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECONDS + 5 * len(rest),
+                                  cwd=_ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                      filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}, check=False)
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        answers += lines
+        if len(answers) < len(paths) and done.returncode != 0:
+            # The file being read when the child died.
+            answers.append({"ok": False, "error": "memory", "detail": (
+                f"reading it needs more than {limits.check_memory_mb} MB (QUIRE_CHECK_MEMORY_MB)"
+                if "MemoryError" in done.stderr or done.returncode < 0 else f"the check failed: {done.stderr[-300:]}")})
+    return answers
+
+
+def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None = None) -> CheckedDocument:
+    """check_files for bytes in memory (tests, samples); the file is kept in a temporary directory."""
+    path = Path(tempfile.mkdtemp(prefix="quire-check-")) / "document.pdf"
+    path.write_bytes(data)
+    [answer] = check_files([(name, path, size)], max_bytes=max_bytes)
+    if isinstance(answer, DocumentRejected):
+        raise answer
+    return answer
 
 
 def safe_name(name: str) -> str:
@@ -115,23 +179,25 @@ def safe_name(name: str) -> str:
 
 
 def store_document(files_root: Path, doc: CheckedDocument) -> str:
-    """Writes the file (content-addressed, so a re-upload reuses it) and returns its URI.
+    """Stores the checked file (content-addressed, so a re-upload reuses it) and returns its URI.
 
     A root under /Volumes/ is a Unity Catalog Volume and is written through the Files API.
     """
     relative = f"{doc.sha256[:2]}/{doc.sha256}/{safe_name(doc.name)}"
     if str(files_root).startswith("/Volumes/") and not Path("/Volumes").exists():
-        import io
-
         from databricks.sdk import WorkspaceClient
 
         target = f"{str(files_root).rstrip('/')}/{relative}"
-        WorkspaceClient().files.upload(target, io.BytesIO(doc.data), overwrite=True)
+        with open(doc.path, "rb") as handle:
+            WorkspaceClient().files.upload(target, handle, overwrite=True)
         return target
     target = files_root / relative
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(target.suffix + ".part")
-        partial.write_bytes(doc.data)
+        partial = target.with_suffix(target.suffix + f".{os.getpid()}.{threading.get_ident()}.part")
+        try:
+            os.link(doc.path, partial)  # the caller's spooled file, without copying it
+        except OSError:
+            shutil.copyfile(doc.path, partial)
         partial.replace(target)
     return str(target.resolve())

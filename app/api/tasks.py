@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +14,7 @@ from psycopg_pool import ConnectionPool
 from app import foresight, services
 from app.api.common import get_pool, get_settings
 from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
-from app.auth import Identity, require_operator, require_user
+from app.auth import Identity, no_submit_reason, require_operator, require_user, submit_rights
 from schema.errors import NotFound
 from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY
@@ -50,6 +51,10 @@ async def submit_tasks(
                                                     f"{settings.max_batch_files} (QUIRE_MAX_BATCH_FILES)")
     agent = agent or settings.default_agent
     customer = (customer or "").strip() or None
+    rights = submit_rights(who, settings)
+    refusal = no_submit_reason(who) if rights is None else rights.refusal(who, customer, priority)
+    if refusal:
+        raise HTTPException(status_code=403, detail=refusal)
     options = services.SubmitOptions(agent=agent, priority=priority, customer=customer,
                                      rerun_duplicates=duplicates == "rerun", held=hold)
     try:
@@ -65,12 +70,18 @@ async def submit_tasks(
         raise HTTPException(status_code=422, detail=str(exc)) from exc
     options = services.SubmitOptions(**{**options.__dict__, "batch_id": batch_id})
     results: list[services.SubmitResult] = []
-    # A slice at a time keeps memory to one slice of documents however many are sent; reading one
-    # byte past the limit is enough to reject an oversized file without holding all of it.
-    for start in range(0, len(files), SUBMIT_SLICE):
-        uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1), size=f.size)
-                   for f in files[start:start + SUBMIT_SLICE]]
-        results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+    # Each file is copied to disk a chunk at a time and checked from there, a slice at a time:
+    # memory holds one chunk, however many files of whatever size are sent.
+    with tempfile.TemporaryDirectory(prefix="quire-upload-", dir=services.spool_root(settings)) as workdir:
+        for start in range(0, len(files), SUBMIT_SLICE):
+            uploads = []
+            for n, f in enumerate(files[start:start + SUBMIT_SLICE], start=start):
+                path = Path(workdir) / f"{n}.pdf"
+                await services.spool(_chunks(f), path, limit)
+                uploads.append(services.Upload(f.filename or "document.pdf", path=path, size=f.size))
+            results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+            for upload in uploads:
+                upload.path.unlink(missing_ok=True)
     body = [FileResult(file=r.name, status=_STATUS[r.outcome], outcome=r.outcome, task_id=r.task_id,
                        pages=r.pages, sha256=r.sha256, error=r.error, duplicate_of=r.duplicate_of)
             for r in results]
@@ -87,6 +98,11 @@ async def submit_tasks(
     return SubmitResponse(created=created, rejected=rejected, duplicates=len(results) - created - rejected,
                           files=body, batch_id=batch_id if created else None, held=hold and bool(created),
                           forecast=plan.as_json() if plan else None)
+
+
+async def _chunks(upload: UploadFile):
+    while chunk := await upload.read(services.SPOOL_CHUNK):
+        yield chunk
 
 
 def _cursor(task_id: int) -> str:
@@ -132,11 +148,23 @@ async def get_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: I
     return TaskDetail.model_validate(await _task_or_404(pool, task_id))
 
 
+# A stored PDF is what someone uploaded: it is downloaded, never shown in the app's origin, and
+# under a sandbox even if a browser were to render it (no script, no form, no plugin).
+_DOCUMENT_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; frame-ancestors 'none'",
+                     "X-Content-Type-Options": "nosniff"}
+
+
+def _attachment(name: str) -> str:
+    from urllib.parse import quote
+
+    return f"attachment; filename*=UTF-8''{quote(name)}"
+
+
 @router.get("/tasks/{task_id}/document", response_class=Response,
             responses={200: {"content": {"application/pdf": {}}}})
 async def get_document(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
                        pool: ConnectionPool = Depends(get_pool)):
-    """The submitted PDF."""
+    """The submitted PDF, as a download."""
     task = await _task_or_404(pool, task_id)
     name = task.document_name or f"task-{task.id}.pdf"
     uri = task.document_uri
@@ -145,11 +173,12 @@ async def get_document(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), 
 
         download = WorkspaceClient().files.download(uri)
         return StreamingResponse(download.contents, media_type="application/pdf",
-                                 headers={"Content-Disposition": f'inline; filename="{name}"'})
+                                 headers=_DOCUMENT_HEADERS | {"Content-Disposition": _attachment(name)})
     path = Path(uri.removeprefix("file://"))
     if not path.is_file():
         raise HTTPException(status_code=404, detail=f"the document of task {task_id} is no longer stored")
-    return FileResponse(path, media_type="application/pdf", filename=name, content_disposition_type="inline")
+    return FileResponse(path, media_type="application/pdf", headers=_DOCUMENT_HEADERS,
+                        filename=name, content_disposition_type="attachment")
 
 
 def _one(results: list[services.ActionResult]) -> ActionOut:
