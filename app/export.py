@@ -54,7 +54,8 @@ def render(table: pd.DataFrame, kind: Literal["csv", "xlsx"]) -> bytes:
         safe = table.copy()
         for column in TEXT_COLUMNS:
             safe[column] = safe[column].map(inert)
-        return safe.to_csv(index=False).encode("utf-8")
+        # RFC 4180 line ends: the writer then quotes a cell holding a CR as well as one holding a LF.
+        return safe.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
     buffer = io.BytesIO()
     with pd.ExcelWriter(buffer, engine="openpyxl") as writer:
         table.to_excel(writer, index=False, sheet_name="tasks")

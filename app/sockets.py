@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 
@@ -41,6 +42,7 @@ def _socket_identity(environ: dict[str, Any] | None) -> str | None:
 def install() -> None:
     """Wraps NiceGUI's handshake and event handlers with the identity check."""
     from nicegui import Client, core
+    from socketio.exceptions import ConnectionRefusedError
 
     sio = core.sio
     handlers = sio.handlers["/"]
@@ -55,6 +57,18 @@ def install() -> None:
             return False
         return await handshake(sid, data)
 
+    connect = handlers["connect"]
+
+    async def guarded_connect(sid: str, environ: dict[str, Any], auth_data=None):
+        # A page's socket hands its client id over in the query and may shake hands right here.
+        query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        client = Client.instances.get(query.get("client_id", ""))
+        if client is not None and _socket_identity(environ) != _page_identity(client):
+            log.warning("a socket without the page's identity was refused (client %s)", client.id)
+            raise ConnectionRefusedError("this socket does not belong to that page")
+        return await connect(sid, environ, auth_data)
+
+    sio.on("connect", guarded_connect)
     sio.on("handshake", guarded_handshake)
     for name in _ROUTED:
         original = handlers.get(name)
