@@ -52,6 +52,7 @@ class Limits:
     max_image_megapixels: float = 150     # QUIRE_MAX_IMAGE_MEGAPIXELS: one embedded image
     max_page_area_m2: float = 2.0         # QUIRE_MAX_PAGE_AREA_M2: one page (A0 is 1 m²)
     check_memory_mb: int = 1024           # QUIRE_CHECK_MEMORY_MB: address space of the checking process
+    check_seconds: float = 60             # QUIRE_CHECK_SECONDS: time to check one file
     ocr_max_megapixels: float = 40        # QUIRE_OCR_MAX_MEGAPIXELS: one page rendered for OCR
     ocr_min_dpi: float = 100              # below this a page is too large to OCR, and refused
 
@@ -62,6 +63,7 @@ class Limits:
                    max_image_megapixels=_env_number("QUIRE_MAX_IMAGE_MEGAPIXELS", cls.max_image_megapixels),
                    max_page_area_m2=_env_number("QUIRE_MAX_PAGE_AREA_M2", cls.max_page_area_m2),
                    check_memory_mb=int(_env_number("QUIRE_CHECK_MEMORY_MB", cls.check_memory_mb)),
+                   check_seconds=_env_number("QUIRE_CHECK_SECONDS", cls.check_seconds),
                    ocr_max_megapixels=_env_number("QUIRE_OCR_MAX_MEGAPIXELS", cls.ocr_max_megapixels),
                    ocr_min_dpi=_env_number("QUIRE_OCR_MIN_DPI", cls.ocr_min_dpi))
 
@@ -77,9 +79,11 @@ def _inflated_size(data: bytes, start: int, end: int, budget: int) -> int:
             out = inflater.decompress(chunk, _INFLATE_CHUNK)
             total += len(out)
             # Whatever one input chunk holds back is drained a bounded piece at a time.
-            while inflater.unconsumed_tail and total <= budget:
+            while inflater.unconsumed_tail and not inflater.eof and total <= budget:
                 out = inflater.decompress(inflater.unconsumed_tail, _INFLATE_CHUNK)
                 total += len(out)
+                if not out:
+                    break
             if inflater.eof:
                 break
     except zlib.error:

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import selectors
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,6 @@ _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 MAX_STORED_NAME = 120
 EMPTY_TREE_WINDOW = 1_000_000
 CHUNK = 1 << 20
-CHECK_TIMEOUT_SECONDS = 60
 _ROOT = str(Path(__file__).resolve().parent.parent)
 # Checks running at once in this process: each child may take QUIRE_CHECK_MEMORY_MB.
 CHECKS_AT_ONCE = 2
@@ -132,27 +132,52 @@ def _judge(name: str, path: Path, answer: dict) -> CheckedDocument | DocumentRej
 def inspect_files(paths: list[Path]) -> list[dict]:
     """Runs `python -m agents.limits` over the files, a few checks at once in the whole process.
 
-    The child caps its own address space; a file that kills it (past the cap, or a crash in
-    PDFium) is answered as too costly, and the child starts again for the files after it.
+    The child caps its own address space and CPU time; a file that kills it (past a cap, or a
+    crash in PDFium) or takes longer than QUIRE_CHECK_SECONDS is answered as too costly, and a
+    new child checks the files after it.
     """
+    answers: list[dict] = []
+    while len(answers) < len(paths):
+        with _CHECKS:
+            answers += _inspect_until_failure(paths[len(answers):])
+    return answers
+
+
+def _inspect_until_failure(paths: list[Path]) -> list[dict]:
+    """The child's answers, one per file, up to and including the file it failed on."""
     from agents.limits import Limits
 
     limits = Limits.from_env()
     answers: list[dict] = []
-    while len(answers) < len(paths):
-        rest = paths[len(answers):]
-        with _CHECKS:
-            done = subprocess.run([sys.executable, "-m", "agents.limits", *map(str, rest)],
-                                  capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECONDS + 5 * len(rest),
-                                  cwd=_ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                      filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}, check=False)
-        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        answers += lines
-        if len(answers) < len(paths) and done.returncode != 0:
-            # The file being read when the child died.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}
+    with tempfile.TemporaryFile() as errors, subprocess.Popen(
+            [sys.executable, "-m", "agents.limits", *map(str, paths)], stdout=subprocess.PIPE, stderr=errors,
+            stdin=subprocess.DEVNULL, cwd=_ROOT, env=env) as child:
+        with selectors.DefaultSelector() as selector:
+            selector.register(child.stdout, selectors.EVENT_READ)
+            buffer = b""
+            while len(answers) < len(paths):
+                # Each file gets its own deadline: a hostile one cannot hold the check for long.
+                if not selector.select(limits.check_seconds):
+                    child.kill()
+                    answers.append({"ok": False, "error": "time", "detail":
+                                    f"reading it takes more than {limits.check_seconds:g} s (QUIRE_CHECK_SECONDS)"})
+                    return answers
+                chunk = os.read(child.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\n" in buffer and len(answers) < len(paths):
+                    line, buffer = buffer.split(b"\n", 1)
+                    answers.append(json.loads(line))
+        child.wait()
+        if len(answers) < len(paths):
+            errors.seek(0)
+            stderr = errors.read()[-2000:].decode(errors="replace")
             answers.append({"ok": False, "error": "memory", "detail": (
                 f"reading it needs more than {limits.check_memory_mb} MB (QUIRE_CHECK_MEMORY_MB)"
-                if "MemoryError" in done.stderr or done.returncode < 0 else f"the check failed: {done.stderr[-300:]}")})
+                if "MemoryError" in stderr or "bad_alloc" in stderr or child.returncode < 0
+                else f"the check failed: {stderr[-300:]}")})
     return answers
 
 
