@@ -164,10 +164,22 @@ class RequestGuard:
                                status_code=429, headers={"Retry-After": str(UPLOAD_RETRY_SECONDS)})(scope, receive, send)
             return
         self.uploads += 1
+        held = [True]
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                self.uploads -= 1
+
+        async def sending(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                release()  # answered: the slot is free even while the server tidies up after it
+
         try:
-            await self._capped(rule, scope, receive, send)
+            await self._capped(rule, scope, receive, sending)
         finally:
-            self.uploads -= 1
+            release()
 
     def _foreign_socket(self, scope: Scope) -> str | None:
         """Why a page socket may not come from this app's own pages: a browser always sends the
