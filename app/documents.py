@@ -48,10 +48,6 @@ class CheckedDocument:
     size: int
     chars: int | None = None  # characters of the text layer (None: a scan without one)
 
-    @property
-    def data(self) -> bytes:
-        return self.path.read_bytes()
-
 
 def megabytes(num_bytes: int, *, up: bool = False) -> str:
     """A size in MB with one decimal at most ("50", "52.4"); `up` rounds up instead of to the nearest."""

@@ -8,7 +8,7 @@ import pytest
 from schema import queue
 from tests.e2e.app_harness import start_app
 from tests.hostile.memory import MB, peak, reset_peak
-from tests.hostile.pdfs import deflate_bomb, huge_page, text_pdf
+from bench.hostile_pdfs import deflate_bomb, huge_page, text_pdf
 
 # The app's peak resident memory may grow this much while it checks the bombs below. Before the
 # checks ran in a child, one 100 MB deflate bomb took the app from 442 MB to 1,571 MB.
