@@ -190,6 +190,18 @@ def cap_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def peak_mb() -> float | None:
+    """This process's peak resident memory since it started (VmHWM), in MB; None off Linux."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1000
+    except OSError:
+        pass
+    return None
+
+
 def main(paths: list[str]) -> int:
     """One JSON line per file, written as each is done, so a file that kills the process is known."""
     limits = Limits.from_env()
@@ -204,6 +216,7 @@ def main(paths: list[str]) -> int:
         except MemoryError:
             answer = {"ok": False, "error": "memory",
                       "detail": f"reading it needs more than {limits.check_memory_mb} MB (QUIRE_CHECK_MEMORY_MB)"}
+        answer["peak_mb"] = peak_mb()  # so far in this process: what checking costs, for the benchmark
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0

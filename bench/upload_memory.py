@@ -7,7 +7,7 @@ Starts the app (`quire serve`, worker off) on QUIRE_DATABASE_URL or an embedded 
 request below it resets the app's peak resident set (/proc/PID/clear_refs) and reads it back after
 the answer (VmHWM). Each line: what was sent, the answer, the app's resident memory before, its
 peak during, and the growth. Then the checking child (`python -m agents.limits`) runs alone on
-each kind of file, and its own peak (wait4's maxrss) is printed: the memory an upload costs
+each kind of file, and the peak it reports (its VmHWM) is printed: the memory an upload costs
 outside the app, capped by QUIRE_CHECK_MEMORY_MB.
 """
 
@@ -55,8 +55,28 @@ def measure(url: str, pid: int, label: str, files: list[tuple[str, bytes]], **fo
     body = answer.json()
     outcome = f"{answer.status_code} ({body.get('created', 0)} created, {body.get('rejected', 0)} rejected)" \
         if isinstance(body, dict) and "files" in body else str(answer.status_code)
-    print(f"{label:<34} {sent / MB:8.1f} MB  {outcome:<28} app {before / MB:6.0f} -> {peak / MB:6.0f} MB "
+    print(f"{label:<40} {sent / MB:8.1f} MB  {outcome:<28} app {before / MB:6.0f} -> {peak / MB:6.0f} MB "
           f"(+{(peak - before) / MB:4.0f} MB)  {seconds:5.1f} s", flush=True)
+
+
+def measure_at_once(url: str, pid: int, label: str, requests: int, files: list[tuple[str, bytes]]) -> None:
+    """Sends `requests` upload requests at once and prints the app's memory around them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def send(_: int) -> int:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=600) as http:
+            return http.post("/api/tasks", files=[("files", (n, d, "application/pdf")) for n, d in files]).status_code
+
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = _kb(pid, "VmRSS") * 1024
+    started = time.monotonic()
+    with ThreadPoolExecutor(requests) as pool:
+        codes = list(pool.map(send, range(requests)))
+    seconds = time.monotonic() - started
+    peak = _kb(pid, "VmHWM") * 1024
+    sent = requests * sum(len(d) for _, d in files)
+    print(f"{label:<40} {sent / MB:8.1f} MB  {' '.join(map(str, codes)):<28} app {before / MB:6.0f} -> "
+          f"{peak / MB:6.0f} MB (+{(peak - before) / MB:4.0f} MB)  {seconds:5.1f} s", flush=True)
 
 
 def measure_child(label: str, data: bytes, workdir: Path) -> None:
@@ -66,15 +86,13 @@ def measure_child(label: str, data: bytes, workdir: Path) -> None:
 
     path = workdir / "checked.pdf"
     path.write_bytes(data)
-    child = subprocess.Popen([sys.executable, "-m", "agents.limits", str(path)], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    answer = json.loads(out) if out.strip() else {"ok": False, "error": f"exit {child.returncode}"}
+    done = subprocess.run([sys.executable, "-m", "agents.limits", str(path)], cwd=ROOT, capture_output=True,
+                          check=False)
+    answer = json.loads(done.stdout) if done.stdout.strip() else {"ok": False, "error": f"exit {done.returncode}"}
     verdict = "accepted" if answer.get("ok") else f"refused ({answer.get('error')})"
-    print(f"{'child: ' + label:<34} {len(data) / MB:8.1f} MB  {verdict:<28} child peak {usage.ru_maxrss / 1024:6.0f} MB",
-          flush=True)
+    peak = answer.get("peak_mb")
+    print(f"{'child: ' + label:<40} {len(data) / MB:8.1f} MB  {verdict:<28} child peak "
+          f"{'?' if peak is None else f'{peak:6.0f}'} MB", flush=True)
 
 
 def main() -> int:
@@ -99,10 +117,15 @@ def main() -> int:
             measure(url, process.pid, "200-inch page, no text", [("huge.pdf", huge_page(200))])
             large = [(f"large-{n}.pdf", text_pdf(f"Large {n}", pad_mb=args.mb - 0.01)) for n in range(args.files)]
             measure(url, process.pid, f"{args.files} x {args.mb:g} MB in one request", large)
+            fits = int(1000 * MB // (args.mb * MB + 2000))  # the default QUIRE_MAX_REQUEST_MB
+            if fits < args.files:
+                measure(url, process.pid, f"{fits} x {args.mb:g} MB in one request", large[:fits])
+            measure_at_once(url, process.pid, f"3 requests of 10 x {args.mb:g} MB at once", 3, large[:10])
             measure_child("one small PDF", text_pdf(), tmp_dir)
             measure_child("deflate bomb (100 MB inflated)", deflate_bomb(100), tmp_dir)
             measure_child("200-inch page, no text", huge_page(200), tmp_dir)
             measure_child(f"one {args.mb:g} MB PDF", large[0][1], tmp_dir)
+            del large
         finally:
             conn.close()
             process.terminate()

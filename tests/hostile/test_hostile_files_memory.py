@@ -33,6 +33,7 @@ def test_bombs_are_refused_and_the_app_stays_within_its_memory_bound(app_server)
         before = reset_peak(server.process.pid)
         answer = http.post("/api/tasks", files=files, timeout=120)
         grown = peak(server.process.pid) - before
+    assert grown < APP_GROWTH_BOUND, f"the app grew by {grown / MB:.0f} MB checking the bombs"
     body = answer.json()
     assert answer.status_code == 207, body
     outcome = {f["file"]: f for f in body["files"]}
@@ -40,4 +41,3 @@ def test_bombs_are_refused_and_the_app_stays_within_its_memory_bound(app_server)
         assert outcome[name]["outcome"] == "rejected" and "inflate to over" in outcome[name]["error"]
     assert "page limit" in outcome["huge.pdf"]["error"]
     assert outcome["fine.pdf"]["outcome"] == "created"
-    assert grown < APP_GROWTH_BOUND, f"the app grew by {grown / MB:.0f} MB checking the bombs"
