@@ -47,12 +47,16 @@ def test_a_stored_pdf_is_a_sandboxed_download(app_server):
 
 
 def test_signing_out_revokes_the_session_on_the_server(app_server):
-    server, _ = app_server
+    from schema.sessions import session_revoked_list
+
+    server, conn = app_server
     with server.client(Origin=server.url) as http:
         assert http.post("/auth/session", json={"token": TOKEN}).status_code == 204
         cookie = http.cookies["quire_session"]
         assert http.get("/api/tasks").status_code == 200
         http.get("/auth/logout")
+    # Recorded in Postgres, where every app process reads it.
+    assert len(session_revoked_list(conn)) == 1
     # Whoever kept a copy of the cookie (a shared machine, a leaked log) can no longer use it.
     with server.client(Cookie=f"quire_session={cookie}") as http:
         assert http.get("/api/tasks").status_code == 401
