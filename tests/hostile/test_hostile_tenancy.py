@@ -107,3 +107,13 @@ def test_only_listed_submitters_submit_for_their_customers_at_ordinary_priority(
         assert _upload(http, "ops.pdf", customer="Zeta", priority=9).status_code == 201
     rows = conn.execute("SELECT customer, priority, submitted_by FROM tasks ORDER BY id").fetchall()[before:]
     assert [(r["customer"], r["priority"], r["submitted_by"]) for r in rows] == [("Acme", 5, CLERK), ("Zeta", 9, OPERATOR)]
+
+
+def test_the_upload_page_offers_a_viewer_no_drop_zone_and_a_submitter_its_customers(databricks_app):
+    server, _ = databricks_app
+    with _as(server, VIEWER) as http:
+        page = http.get("/").text
+    assert "may not submit documents" in page and "upload-agent" not in page
+    with _as(server, CLERK) as http:
+        page = http.get("/").text
+    assert "may not submit documents" not in page and "upload-agent" in page
