@@ -299,6 +299,17 @@ async def spool(chunks, path: Path, limit: int) -> int:
     return written
 
 
+def copy_stored(uri: str, target: Path) -> None:
+    """Copies a document stored in a Unity Catalog Volume to a local file, a chunk at a time."""
+    import shutil
+
+    from databricks.sdk import WorkspaceClient
+
+    download = WorkspaceClient().files.download(uri)
+    with download.contents as stream, open(target, "wb") as out:
+        shutil.copyfileobj(stream, out, SPOOL_CHUNK)
+
+
 def check_uploads(settings: Settings, uploads: list[Upload], workdir: Path,
                   ) -> list[CheckedDocument | DocumentRejected]:
     """Each upload checked (app.documents.check_files); bytes in memory are written under `workdir` first."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import time
 from pathlib import Path
@@ -27,9 +28,7 @@ PRIORITIES = {9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 
 def _rerun_upload(result: services.SubmitResult) -> services.Upload | None:
     """A duplicate's bytes are the offered task's stored document: a re-run reads that file."""
     uri = result.duplicate_uri
-    if not uri or not Path(uri.removeprefix("file://")).is_file():
-        return None
-    return services.Upload(result.name, path=Path(uri.removeprefix("file://")))
+    return services.Upload(result.name, path=Path(uri.removeprefix("file://"))) if uri else None
 
 
 class UploadForm:
@@ -203,9 +202,15 @@ class UploadForm:
             self.say(refusal, "negative")
             return None
         earlier = (entry.result.duplicate_of or {}).get("id")
-        results = await services.submit(self.pool, self.settings, [entry.upload],
-                                        self._options(rerun_duplicates=True, parent_id=earlier),
-                                        submitted_by=self.who.name)
+        with tempfile.TemporaryDirectory(prefix="quire-rerun-", dir=services.spool_root(self.settings)) as workdir:
+            upload = entry.upload
+            if not upload.path.is_file():  # stored in a Unity Catalog Volume: copied here a chunk at a time
+                local = Path(workdir) / "document.pdf"
+                await asyncio.to_thread(services.copy_stored, str(upload.path), local)
+                upload = services.Upload(upload.name, path=local)
+            results = await services.submit(self.pool, self.settings, [upload],
+                                            self._options(rerun_duplicates=True, parent_id=earlier),
+                                            submitted_by=self.who.name)
         result = results[0]
         if result.outcome != "created":
             self.say(result.error or "could not run it again", "negative")
