@@ -15,9 +15,11 @@ from agents.callback import (
 )
 from agents.durable import is_volume_path, write_report
 from agents.errors import ConfigurationError
+from agents.limits import cap_memory
 from agents.runner import EXIT_FAILED, run
 
 log = logging.getLogger("agents")
+DEFAULT_RUN_MEMORY_MB = 4096
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     return command_run(args)
 
 
+def cap_run_memory() -> None:
+    """Caps this run's address space (QUIRE_AGENT_MEMORY_MB, 4,096 by default; 0: no cap), and so
+    OCR's Tesseract, which inherits it: a document that slips past the limits fails this run
+    instead of taking the machine's memory."""
+    raw = os.environ.get("QUIRE_AGENT_MEMORY_MB", "").strip()
+    try:
+        megabytes = int(raw) if raw else DEFAULT_RUN_MEMORY_MB
+    except ValueError:
+        megabytes = DEFAULT_RUN_MEMORY_MB
+    if megabytes > 0:
+        cap_memory(megabytes)
+
+
 def command_run(args: argparse.Namespace) -> int:
     """Run the agent with heartbeats, then deliver the payload (callback, stdout, --out)."""
     apply_run_settings(args)
@@ -82,6 +97,7 @@ def command_run(args: argparse.Namespace) -> int:
         # Without a secret nothing can be reported; the orchestrator's lease sweeper takes over.
         log.error("%s", exc)
         return EXIT_FAILED
+    cap_run_memory()
     with contextlib.ExitStack() as stack:
         if args.heartbeat_url:
             beat_client = CallbackClient(secret, auth_headers=auth)

@@ -108,3 +108,22 @@ def test_a_file_past_the_checking_process_memory_is_refused_and_the_next_file_st
                                                           services.Upload("fine.pdf", text_pdf())])
     assert results[0].outcome == "rejected" and "needs more than 300 MB" in results[0].error, results[0].error
     assert results[1].outcome == "created"
+
+
+def test_an_agent_run_is_capped_in_memory_when_a_bomb_slips_past_the_limits(tmp_path):
+    """With the inflated-size limit lifted, the run's own address-space cap (QUIRE_AGENT_MEMORY_MB)
+    ends it instead of letting PDFium take the 1.4 GB the bomb asks for."""
+    import os
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "bomb.pdf"
+    bomb.write_bytes(deflate_bomb(100))
+    env = {**os.environ, "QUIRE_AGENT_MEMORY_MB": "500", "QUIRE_MAX_INFLATED_MB": "100000"}
+    child = subprocess.Popen([sys.executable, "-m", "agents", "run", "--document", str(bomb)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    out = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    assert child.returncode != 0 and b'"completed"' not in out
+    assert usage.ru_maxrss < 520 * 1024, f"the run peaked at {usage.ru_maxrss // 1024} MB"
