@@ -17,9 +17,11 @@ from agents.callback import (
 )
 from agents.durable import is_volume_path, write_report
 from agents.errors import ConfigurationError, Stopped
+from agents.limits import cap_memory
 from agents.runner import EXIT_FAILED, run
 
 log = logging.getLogger("agents")
+DEFAULT_RUN_MEMORY_MB = 4096
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     return command_run(args)
 
 
+def cap_run_memory() -> None:
+    """Caps this run's address space (QUIRE_AGENT_MEMORY_MB, 4,096 by default; 0: no cap), and so
+    OCR's Tesseract, which inherits it: a document that slips past the limits fails this run
+    instead of taking the machine's memory."""
+    raw = os.environ.get("QUIRE_AGENT_MEMORY_MB", "").strip()
+    try:
+        megabytes = int(raw) if raw else DEFAULT_RUN_MEMORY_MB
+    except ValueError:
+        megabytes = DEFAULT_RUN_MEMORY_MB
+    if megabytes > 0:
+        cap_memory(megabytes)
+
+
 def command_run(args: argparse.Namespace) -> int:
     """Run the agent with heartbeats, then deliver the payload (callback, stdout, --out)."""
     apply_run_settings(args)
@@ -107,6 +122,7 @@ def command_run(args: argparse.Namespace) -> int:
             # in the Volume, which the orchestrator reads when the run ends.
             no_bearer = str(exc)
             log.error("%s; the report goes to the Volume only", no_bearer)
+    cap_run_memory()
     with contextlib.ExitStack() as stack:
         if args.heartbeat_url and not no_bearer:
             beat_client = CallbackClient(secret, auth_headers=auth)

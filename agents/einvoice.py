@@ -10,6 +10,7 @@ by `agents.signed` before it reaches here.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ from typing import Any
 from lxml import etree
 
 from agents.errors import DocumentError
+
+log = logging.getLogger(__name__)
 
 # What an exact value is worth: the document states it in a typed field, nothing was guessed.
 XML_CONFIDENCE = 0.99
@@ -301,3 +304,21 @@ def _line(description: Any, quantity: Any, unit_price: Any, amount: Any) -> dict
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value not in (None, "", [])}
+
+
+def embedded_einvoice(pdf: Any, name: str) -> EInvoice | None:
+    """The e-invoice XML a PDF/A-3 carries as an attachment (Factur-X, ZUGFeRD, XRechnung), if any."""
+    import pypdfium2 as pdfium
+
+    attachments = []
+    for index in range(pdf.count_attachments()):
+        attachment = pdf.get_attachment(index)
+        file = attachment.get_name() or ""
+        if file.lower().endswith(".xml"):
+            attachments.append((file.lower() not in EMBEDDED_NAMES, file, attachment))
+    for _, file, attachment in sorted(attachments, key=lambda a: (a[0], a[1])):
+        try:
+            return read_einvoice(bytes(attachment.get_data()), f"{name}:{file}", file=file)
+        except (NotAnInvoice, pdfium.PdfiumError) as exc:
+            log.info("attachment %s is not an e-invoice: %s", file, exc)
+    return None

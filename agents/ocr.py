@@ -1,6 +1,7 @@
 """OCR for scanned, image-only PDF pages: Tesseract through pytesseract on pypdfium2 renders.
 
-Pages are rendered at 300 dpi, straightened (a sheet never lies quite straight on the glass),
+Pages are rendered at 300 dpi (less for a page so large that its image would pass
+QUIRE_OCR_MAX_MEGAPIXELS), straightened (a sheet never lies quite straight on the glass),
 read word by word, and the words are laid out into the same rows of cells as a text PDF's
 characters, in PDF points, so every rule downstream works unchanged.
 """
@@ -13,6 +14,7 @@ import shutil
 from typing import Any
 
 from agents.layout import Cell, Line, clean_placed
+from agents.limits import Limits, ocr_dpi
 
 DEFAULT_LANGUAGES = "eng+ita+fra+deu+nld+spa+por"
 DEFAULT_DPI = 300
@@ -71,7 +73,10 @@ def ocr_page(page: Any) -> list[Line]:
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
     languages = _languages(cmd, os.environ.get("QUIRE_OCR_LANGUAGES", DEFAULT_LANGUAGES))
     # Read at each page, not at import: a run forked from the fork server has its own environment.
-    scale = int(os.environ.get("QUIRE_OCR_DPI") or DEFAULT_DPI) / 72
+    # The resolution is lowered for a large page so its image stays under the pixel limit; a page
+    # too large for any readable resolution is refused (limits.TooCostly) instead of rendered.
+    wanted = float(os.environ.get("QUIRE_OCR_DPI") or DEFAULT_DPI)
+    scale = ocr_dpi(*page.get_size(), wanted, Limits.from_env()) / 72
     image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
     # Grey shading behind table rows hides their figures from Tesseract's own binarisation, so
     # the page is made black and white first, keeping only ink darker than mid-grey. (Filtering

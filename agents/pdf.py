@@ -12,9 +12,10 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_raw
 
-from agents.einvoice import EMBEDDED_NAMES, EInvoice, NotAnInvoice, looks_like_xml, read_einvoice
+from agents.einvoice import EInvoice, embedded_einvoice, looks_like_xml, read_einvoice
 from agents.errors import DocumentError
 from agents.layout import Glyph, Page, lines_from_glyphs, lines_from_text
+from agents.limits import Limits, TooCostly, check_page, check_page_count, check_streams
 from agents.ocr import ocr_page, ocr_problem
 from agents.prompt import estimate_tokens
 from agents.signed import looks_signed, unwrap_p7m
@@ -120,6 +121,12 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
     if not data:
         raise DocumentError(f"{name}: the file is empty (0 bytes)")
     _check_magic(data, name)
+    limits = Limits.from_env()
+    try:
+        # Before PDFium parses anything: a deflate bomb is refused with bounded memory.
+        check_streams(data, limits)
+    except TooCostly as exc:
+        raise DocumentError(f"{name}: {exc}") from exc
     try:
         pdf = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
@@ -127,9 +134,12 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
     try:
         if len(pdf) == 0:
             raise DocumentError(f"{name}: the PDF has no pages")
-        pages = [_read_page(pdf, index, name) for index in range(len(pdf))]
+        check_page_count(len(pdf), limits)
+        pages = [_read_page(pdf, index, name, limits) for index in range(len(pdf))]
         einvoice = embedded_einvoice(pdf, name)
         ocr_pages = _ocr_missing_text(pdf, pages, name, required=einvoice is None)
+    except TooCostly as exc:
+        raise DocumentError(f"{name}: {exc}") from exc
     finally:
         pdf.close()
     if not any(page.lines for page in pages) and einvoice is None:
@@ -143,22 +153,6 @@ def parse_pdf(data: bytes, source: str = "<bytes>") -> Document:
         ocr_pages=ocr_pages,
         einvoice=einvoice,
     )
-
-
-def embedded_einvoice(pdf: pdfium.PdfDocument, name: str) -> EInvoice | None:
-    """The e-invoice XML a PDF/A-3 carries as an attachment (Factur-X, ZUGFeRD, XRechnung), if any."""
-    attachments = []
-    for index in range(pdf.count_attachments()):
-        attachment = pdf.get_attachment(index)
-        file = attachment.get_name() or ""
-        if file.lower().endswith(".xml"):
-            attachments.append((file.lower() not in EMBEDDED_NAMES, file, attachment))
-    for _, file, attachment in sorted(attachments, key=lambda a: (a[0], a[1])):
-        try:
-            return read_einvoice(bytes(attachment.get_data()), f"{name}:{file}", file=file)
-        except (NotAnInvoice, pdfium.PdfiumError) as exc:
-            log.info("attachment %s is not an e-invoice: %s", file, exc)
-    return None
 
 
 def _ocr_missing_text(pdf: pdfium.PdfDocument, pages: list[Page], name: str,
@@ -221,10 +215,15 @@ def _looks_like_text(head: bytes) -> bool:
     return all(ch.isprintable() or ch in "\t\n\r" for ch in decoded)
 
 
-def _read_page(pdf: pdfium.PdfDocument, index: int, name: str) -> Page:
+def _read_page(pdf: pdfium.PdfDocument, index: int, name: str, limits: Limits) -> Page:
     try:
         page = pdf[index]
         width, height = page.get_size()
+        try:
+            check_page(index + 1, width, height, limits)
+        except TooCostly:
+            page.close()
+            raise
         textpage = page.get_textpage()
         try:
             lines = lines_from_glyphs(_glyphs(textpage), height)

@@ -80,6 +80,15 @@ def load_operator_token(settings: Settings) -> str:
     return token
 
 
+@dataclass(frozen=True)
+class Session:
+    """What a session cookie says: who, until when, and the id that signing out revokes."""
+
+    name: str
+    session_id: str
+    expires: int
+
+
 class Authenticator:
     """Resolves identities from request headers and cookies, and signs session cookies."""
 
@@ -90,6 +99,8 @@ class Authenticator:
         self.token = load_operator_token(settings)
         # Sessions are signed with a key derived from the token: a new token ends every session.
         self._session_key = hashlib.sha256(b"quire-session:" + self.token.encode()).digest()
+        # Ids of sessions signed out (app.api.session keeps this in step with Postgres).
+        self.revoked: set[str] = set()
 
     @property
     def storage_secret(self) -> str:
@@ -117,22 +128,70 @@ class Authenticator:
         return ANONYMOUS
 
     def make_session(self, name: str = LOCAL_OPERATOR, *, now: float | None = None) -> str:
+        """A signed cookie value naming the caller, its expiry and an id of its own (for signing out)."""
         expires = int((now or time.time()) + SESSION_SECONDS)
-        body = f"{name}|{expires}"
+        body = f"{name}|{expires}|{secrets.token_urlsafe(18)}"
         signature = hmac.new(self._session_key, body.encode(), hashlib.sha256).hexdigest()
         return base64.urlsafe_b64encode(f"{body}|{signature}".encode()).decode()
 
-    def read_session(self, cookie: str | None, *, now: float | None = None) -> str | None:
+    def session_of(self, cookie: str | None, *, now: float | None = None) -> Session | None:
+        """The session a cookie carries when its signature holds and it has not expired (revoked or not)."""
         if not cookie:
             return None
         try:
-            name, expires, signature = base64.urlsafe_b64decode(cookie.encode()).decode().rsplit("|", 2)
-            expected = hmac.new(self._session_key, f"{name}|{expires}".encode(), hashlib.sha256).hexdigest()
+            name, expires, session_id, signature = base64.urlsafe_b64decode(cookie.encode()).decode().rsplit("|", 3)
+            body = f"{name}|{expires}|{session_id}"
+            expected = hmac.new(self._session_key, body.encode(), hashlib.sha256).hexdigest()
             if hmac.compare_digest(signature, expected) and int(expires) > (now or time.time()):
-                return name
+                return Session(name=name, session_id=session_id, expires=int(expires))
         except (ValueError, UnicodeDecodeError):
             pass
         return None
+
+    def read_session(self, cookie: str | None, *, now: float | None = None) -> str | None:
+        """The name of a valid session that was not signed out, or None."""
+        session = self.session_of(cookie, now=now)
+        if session is None or session.session_id in self.revoked:
+            return None
+        return session.name
+
+
+@dataclass(frozen=True)
+class SubmitRights:
+    """For whom and how urgently a caller may submit documents."""
+
+    customers: frozenset[str] | None  # None: any customer, and none
+    max_priority: int
+
+    def refusal(self, who: Identity, customer: str | None, priority: int) -> str | None:
+        """Why this submission is not allowed, or None when it is."""
+        if priority > self.max_priority:
+            return (f"{who.name} may submit at priority {self.max_priority} at most; "
+                    "higher priorities are for operators")
+        if self.customers is not None and customer not in self.customers:
+            allowed = ", ".join(sorted(self.customers)) or "no customer"
+            named = f"customer {customer!r}" if customer else "documents without a customer"
+            return f"{who.name} may not submit {named}; only for: {allowed}"
+        return None
+
+
+def submit_rights(who: Identity, settings: Settings) -> SubmitRights | None:
+    """What a caller may submit: operators anything at any priority; a caller listed in quire.toml's
+    [submitters] for its customers up to QUIRE_SUBMIT_MAX_PRIORITY; anyone else nothing (None)."""
+    if not who.authenticated:
+        return None
+    if who.operator:
+        return SubmitRights(customers=None, max_priority=9)
+    customers = settings.submitters().get((who.name or "").lower())
+    if customers is None:
+        return None
+    return SubmitRights(customers=None if "*" in customers else customers,
+                        max_priority=settings.submit_max_priority)
+
+
+def no_submit_reason(who: Identity) -> str:
+    return (f"{who.name or 'an anonymous caller'} may not submit documents: "
+            "an operator lists submitters and their customers in quire.toml's [submitters]")
 
 
 _current: Authenticator | None = None

@@ -102,7 +102,7 @@ def cmd_submit(args) -> int:
             print(f"rejected {name}: no such file", file=sys.stderr)
             failures += 1
             continue
-        uploads.append(Upload(path.name, path.read_bytes()))
+        uploads.append(Upload(path.name, path=path.resolve()))
     dsn = _database()
     with db.connect(dsn) as conn:
         try:

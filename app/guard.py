@@ -26,6 +26,13 @@ _SIGNED = re.compile(r"^/api/(?:callbacks/[^/]+|attempts/[^/]+/heartbeat)/?$")
 _PAGE_UPLOAD = re.compile(r"^/_nicegui/client/[^/]+/upload/[^/]+/?$")
 
 
+# On every response: no other site may frame a page (clickjacking), and no browser may guess a
+# type other than the one declared (a stored file sniffed as HTML).
+SECURITY_HEADERS = [(b"content-security-policy", b"frame-ancestors 'self'"),
+                    (b"x-content-type-options", b"nosniff")]
+UPLOAD_RETRY_SECONDS = 5
+
+
 @dataclass(frozen=True)
 class Rule:
     """What a route needs before its body is read."""
@@ -33,21 +40,25 @@ class Rule:
     max_bytes: int
     needs_identity: bool
     signed: bool = False  # authenticated by a signature over the body, never by a cookie
+    submits: bool = False  # an upload: the caller must be allowed to submit, and uploads at once are few
 
 
 def upload_max_bytes(settings: Settings) -> int:
-    """The largest upload request: every file of the largest batch at the largest size."""
-    return settings.max_upload_mb * 1_000_000 * settings.max_batch_files + MULTIPART_OVERHEAD
+    """The largest upload request: the request limit, or every file of the largest batch at the
+    largest size when that is less."""
+    files = settings.max_upload_mb * 1_000_000 * settings.max_batch_files
+    return min(files, settings.max_request_mb * 1_000_000) + MULTIPART_OVERHEAD
 
 
 def rule_for(method: str, path: str, settings: Settings) -> Rule:
     if _SIGNED.match(path):
         return Rule(CALLBACK_MAX_BYTES, needs_identity=False, signed=True)
     if (method == "POST" and path.rstrip("/") == "/api/tasks") or _PAGE_UPLOAD.match(path):
-        return Rule(upload_max_bytes(settings), needs_identity=True)
+        return Rule(upload_max_bytes(settings), needs_identity=True, submits=True)
     if path.startswith("/_nicegui_ws/"):
         return Rule(SOCKET_MAX_BYTES, needs_identity=False)  # the sign-in page has a socket too
-    needs = path.startswith("/api/") or path in DOCS_PAGES or path == OPENAPI
+    needs = path.startswith("/api/") or path in DOCS_PAGES or path == OPENAPI \
+        or (path == "/metrics" and not settings.metrics_public)
     return Rule(SMALL_MAX_BYTES, needs_identity=needs)
 
 
@@ -101,15 +112,27 @@ class RequestGuard:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.uploads = 0  # upload requests being served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"].startswith("/_nicegui_ws/"):
+            reason = self._foreign_socket(scope)
+            if reason:
+                await send({"type": "websocket.close", "code": 1008, "reason": reason[:120]})
+                return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = with_security_headers(send)
         request = Request(scope)  # headers and cookies only: the body stays unread
         method, path = scope["method"], scope["path"]
         rule = rule_for(method, path, self.settings)
         authenticator = auth.installed()  # None where only agents are served (app.callback_server)
+        if path.startswith("/_nicegui_ws/") and authenticator is not None:
+            reason = self._foreign_socket(scope)
+            if reason:
+                await JSONResponse({"detail": reason}, status_code=403)(scope, receive, send)
+                return
         if method in UNSAFE_METHODS and not rule.signed and authenticator is not None:
             reason = foreign_reason(request, self.settings, databricks=authenticator.databricks)
             if reason:
@@ -119,6 +142,11 @@ class RequestGuard:
                 and not authenticator.identify(request.headers, request.cookies).authenticated:
             await self._anonymous(path, authenticator, request.headers)(scope, receive, send)
             return
+        if rule.submits and authenticator is not None:
+            who = authenticator.identify(request.headers, request.cookies)
+            if auth.submit_rights(who, self.settings) is None:
+                await JSONResponse({"detail": auth.no_submit_reason(who)}, status_code=403)(scope, receive, send)
+                return
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
@@ -127,7 +155,47 @@ class RequestGuard:
             if int(declared) > rule.max_bytes:
                 await _too_large(rule)(scope, receive, send)
                 return
-        await self._capped(rule, scope, receive, send)
+        if not rule.submits:
+            await self._capped(rule, scope, receive, send)
+            return
+        if self.uploads >= self.settings.uploads_at_once:
+            await JSONResponse({"detail": f"{self.uploads} uploads are being received already; "
+                                          f"send this one again in a few seconds (QUIRE_UPLOADS_AT_ONCE)"},
+                               status_code=429, headers={"Retry-After": str(UPLOAD_RETRY_SECONDS)})(scope, receive, send)
+            return
+        self.uploads += 1
+        held = [True]
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                self.uploads -= 1
+
+        async def sending(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                release()  # answered: the slot is free even while the server tidies up after it
+
+        try:
+            await self._capped(rule, scope, receive, sending)
+        finally:
+            release()
+
+    def _foreign_socket(self, scope: Scope) -> str | None:
+        """Why a page socket may not come from this app's own pages: a browser always sends the
+        Origin of a WebSocket, and of a cross-origin long-poll."""
+        authenticator = auth.installed()
+        if authenticator is None:
+            return None
+        if scope["type"] == "websocket":  # read as the HTTP request that opened it
+            scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
+            scope = {**scope, "type": "http", "scheme": scheme, "method": "GET"}
+        request = Request(scope)
+        source = request.headers.get("origin")
+        if source and origin_of(source) not in own_origins(request, self.settings,
+                                                            databricks=authenticator.databricks):
+            return f"socket refused: {source[:200]} is not this app"
+        return None
 
     @staticmethod
     def _anonymous(path: str, authenticator: auth.Authenticator, headers):
@@ -162,6 +230,18 @@ class RequestGuard:
                 raise
         if state["exceeded"] and not state["started"]:
             await _too_large(rule)(scope, receive, send)
+
+
+def with_security_headers(send: Send) -> Send:
+    """`send` adding SECURITY_HEADERS to a response that does not set them itself."""
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            present = {name.lower() for name, _ in headers}
+            headers += [(name, value) for name, value in SECURITY_HEADERS if name not in present]
+            message = {**message, "headers": headers}
+        await send(message)
+    return sending
 
 
 class BodyTooLarge(Exception):

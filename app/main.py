@@ -70,10 +70,10 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
 
 def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
     """Serves the pages and the API until interrupted; returns the exit code."""
-    from nicegui import app, ui
+    from nicegui import app, background_tasks, ui
     from nicegui.storage import Storage
 
-    from app import auth, guard, live, services
+    from app import auth, guard, live, services, sockets
     from app.api import (agents, callbacks, docs, events, export, foresight, health, review, session, summary,
                          tasks)
     from app.pages import dashboard, login, review as review_page, task_detail, upload  # noqa: F401  (registers the pages)
@@ -84,6 +84,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     authenticator = auth.Authenticator(settings)
     auth.install(authenticator)
     app.add_middleware(auth.PageGuard)
+    sockets.install()
     # Per-browser UI preferences (app.storage.user) live under the data dir, not the working directory.
     Storage.path = (Path(settings.data_dir) / "ui-storage").resolve()
     broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
@@ -100,6 +101,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
                              "Send the operator token as `Authorization: Bearer <token>`.")
     base_url = public_url(settings)
     app.on_startup(broadcaster.start)
+    app.on_startup(lambda: background_tasks.create(session.keep_revocations(app.state.pool),
+                                                   name="quire-revocations"))
     app.on_shutdown(broadcaster.stop)
     if worker and settings.worker == "on":
         _host_worker(app, settings, dsn, base_url, broadcaster.listener)

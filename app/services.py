@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -14,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from app import figure_cache
 from app.figure_cache import in_thread as _in_thread
-from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
+from app.documents import CheckedDocument, DocumentRejected, check_files, readable_where_it_runs, store_document
 from schema import queue, stats, waiting
 from schema.errors import InvalidTransition, NotFound, QuireError
 from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Agent, Task, TaskStatus
@@ -327,11 +328,53 @@ async def cancel_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> l
 
 @dataclass(frozen=True)
 class Upload:
-    """A file as it arrived: its name and bytes."""
+    """A file as it arrived: its name, and its bytes in memory or spooled to a file on disk."""
 
     name: str
-    data: bytes
-    size: int | None = None  # the full size, when only the first bytes past the limit were read
+    data: bytes | None = None
+    size: int | None = None  # the full size, when only the first bytes past the limit were kept
+    path: Path | None = None  # the spooled file; the caller removes it after submitting
+
+
+SPOOL_CHUNK = 1 << 20
+
+
+async def spool(chunks, path: Path, limit: int) -> int:
+    """Writes a stream of chunks to `path`, up to `limit + 1` bytes (enough to refuse a file past
+    the limit); returns the bytes written. Memory holds one chunk."""
+    written = 0
+    with open(path, "wb") as handle:
+        async for chunk in chunks:
+            piece = chunk[:limit + 1 - written]
+            await asyncio.to_thread(handle.write, piece)
+            written += len(piece)
+            if written > limit:
+                break
+    return written
+
+
+def copy_stored(uri: str, target: Path) -> None:
+    """Copies a document stored in a Unity Catalog Volume to a local file, a chunk at a time."""
+    import shutil
+
+    from databricks.sdk import WorkspaceClient
+
+    download = WorkspaceClient().files.download(uri)
+    with download.contents as stream, open(target, "wb") as out:
+        shutil.copyfileobj(stream, out, SPOOL_CHUNK)
+
+
+def check_uploads(settings: Settings, uploads: list[Upload], workdir: Path,
+                  ) -> list[CheckedDocument | DocumentRejected]:
+    """Each upload checked (app.documents.check_files); bytes in memory are written under `workdir` first."""
+    files = []
+    for n, upload in enumerate(uploads):
+        path = upload.path
+        if path is None:
+            path = workdir / f"{n}.pdf"
+            path.write_bytes(upload.data or b"")
+        files.append((upload.name, path, upload.size))
+    return check_files(files, max_bytes=settings.max_upload_mb * 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -357,6 +400,7 @@ class SubmitResult:
     pages: int | None = None
     duplicate_of: dict[str, Any] | None = None
     einvoice: str | None = None   # the e-invoice standard the file is or embeds
+    duplicate_uri: str | None = None  # where the offered task's document is stored (never shown)
 
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
@@ -368,37 +412,48 @@ def check_submission(names: list[str], options: SubmitOptions) -> None:
 
 
 def submit_documents(conn, settings: Settings, uploads: list[Upload], options: SubmitOptions,
-                     submitted_by: str) -> list[SubmitResult]:
+                     submitted_by: str, checked: list[CheckedDocument | DocumentRejected] | None = None,
+                     ) -> list[SubmitResult]:
     """The one submit path (UI, API, CLI): checks every file, offers duplicates, enqueues the rest at once.
 
+    `checked` is check_uploads' answer when the caller ran it already (off the connection).
     ValueError, with nothing written, when the request itself cannot be stored (see check_submission).
     """
     check_submission([u.name for u in uploads], options)
-    results: list[SubmitResult] = []
     try:
         agent = queue.get_agent(conn, options.agent)
     except NotFound as exc:
         return [SubmitResult(u.name, "rejected", error=str(exc)) for u in uploads]
-    max_bytes = settings.max_upload_mb * 1_000_000
+    with tempfile.TemporaryDirectory(prefix="quire-submit-", dir=spool_root(settings)) as workdir:
+        if checked is None:
+            checked = check_uploads(settings, uploads, Path(workdir))
+        checked = [readable_where_it_runs(doc, agent.executor) for doc in checked]
+        return _enqueue_checked(conn, settings, uploads, checked, options, submitted_by)
+
+
+def _enqueue_checked(conn, settings: Settings, uploads: list[Upload],
+                     checked: list[CheckedDocument | DocumentRejected], options: SubmitOptions,
+                     submitted_by: str) -> list[SubmitResult]:
+    results: list[SubmitResult] = []
     accepted: list[tuple[SubmitResult, CheckedDocument]] = []
     # Every file is checked before anything is written, so a bad file leaves no trace.
-    for upload in uploads:
-        try:
-            doc = check_document(upload.name, upload.data, max_bytes=max_bytes, size=upload.size,
-                                 executor=agent.executor)
+    for upload, doc in zip(uploads, checked):
+        if isinstance(doc, DocumentRejected):
+            results.append(SubmitResult(upload.name, "rejected", error=str(doc)))
+        else:
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages,
                                         einvoice=doc.einvoice))
             accepted.append((results[-1], doc))
-        except DocumentRejected as exc:
-            results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
-    # Looked up on a re-run too: the new task is linked to the one it repeats.
-    earlier = stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted])
+    # Looked up on a re-run too: the new task is linked to the one it repeats. Only the same
+    # customer's documents are offered: another customer's task and result are none of theirs.
+    earlier = stats.task_find_by_sha256(conn, [d.sha256 for _, d in accepted], customer=options.customer)
     fresh: dict[str, tuple[SubmitResult, CheckedDocument]] = {}
     copies: list[tuple[SubmitResult, str]] = []
     for result, doc in accepted:
         match = earlier.get(doc.sha256)
         if match is not None and not options.rerun_duplicates:
             result.outcome, result.duplicate_of = "duplicate", _jsonable(match)
+            result.duplicate_uri = match["document_uri"]
         elif doc.sha256 in fresh and not options.rerun_duplicates:
             copies.append((result, doc.sha256))  # a second copy in this batch: a duplicate of the first
         else:
@@ -451,7 +506,8 @@ def _discard_unreferenced(conn, stored: list[tuple[str, str]]) -> None:
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items() if k != "document_sha256"}
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()
+            if k not in ("document_sha256", "document_uri")}
 
 
 async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload], options: SubmitOptions, *,
@@ -460,7 +516,18 @@ async def submit(pool: ConnectionPool, settings: Settings, uploads: list[Upload]
 
     ValueError, with nothing written, when the request itself cannot be stored (see check_submission).
     """
-    return await _in_thread(pool, submit_documents, settings, uploads, options, submitted_by)
+    with tempfile.TemporaryDirectory(prefix="quire-submit-", dir=spool_root(settings)) as workdir:
+        # Checked before a connection is taken: a slow or hostile file holds no database connection.
+        checked = await asyncio.to_thread(check_uploads, settings, uploads, Path(workdir))
+        return await _in_thread(pool, submit_documents, settings, uploads, options, submitted_by, checked)
+
+
+def spool_root(settings: Settings) -> Path:
+    """Where uploads are spooled while they are checked: beside the stored files when they are local,
+    so storing one is a link, not a copy."""
+    root = (settings.data_dir if str(settings.files_path).startswith("/Volumes/") else settings.files_path) / ".incoming"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def sample_documents() -> list[tuple[Upload, str | None]]:

@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     callback_key: str | None = None          # shared key for executors that cannot carry secrets
     max_upload_mb: int = Field(50, gt=0)
     max_batch_files: int = Field(1000, gt=0)               # files in one upload request
+    max_request_mb: int = Field(1000, gt=0)                # bytes of one upload request, all files together
+    uploads_at_once: int = Field(4, gt=0)                  # upload requests served at once; more get 429
+    submit_max_priority: int = Field(5, ge=0, le=9)        # highest priority a submitter who is no operator may ask
+    metrics_public: bool = False                           # /metrics open to anyone (else: signed-in callers)
     compute_rate_usd_per_hour: float = Field(0.0, ge=0)
     poll_seconds: float = Field(10.0, gt=0)
     worker_concurrency: int | None = Field(None, gt=0)     # local runs per worker; unset: CPU count
@@ -143,6 +147,20 @@ class Settings(BaseSettings):
         except ValueError as exc:  # a pydantic ValidationError is one too
             raise ValueError(f"{self.config}: invalid agent configuration:\n{exc}") from exc
 
+
+    def submitters(self) -> dict[str, frozenset[str]]:
+        """The `[submitters]` table of quire.toml: each email (lower case) and the customers it may
+        submit for; "*" stands for any customer, and for none."""
+        if not self.config.exists():
+            return {}
+        try:
+            table = tomllib.loads(self.config.read_text()).get("submitters", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{self.config}: not valid TOML: {exc}") from exc
+        if not isinstance(table, dict) or not all(
+                isinstance(v, list) and all(isinstance(c, str) for c in v) for v in table.values()):
+            raise ValueError(f'{self.config}: [submitters] maps emails to lists of customers: "a@b.c" = ["Acme"]')
+        return {email.strip().lower(): frozenset(c.strip() for c in customers) for email, customers in table.items()}
 
     def customer_configs(self) -> dict[str, CustomerConfig]:
         """The `[customers.NAME]` tables of quire.toml (none without the file)."""

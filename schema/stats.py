@@ -306,11 +306,14 @@ def task_list_by_ids(conn: psycopg.Connection, ids: list[int]) -> list[dict[str,
     return fetch_all(conn, "task_list_by_ids", {"ids": ids})
 
 
-def task_find_by_sha256(conn: psycopg.Connection, sha256s: list[str]) -> dict[str, dict[str, Any]]:
-    """For each already-submitted sha256, the task to offer (completed first, else newest)."""
+def task_find_by_sha256(conn: psycopg.Connection, sha256s: list[str], *,
+                        customer: str | None) -> dict[str, dict[str, Any]]:
+    """For each sha256 this customer submitted already, the task to offer (completed first, else newest);
+    None is the tasks submitted without a customer."""
     if not sha256s:
         return {}
-    return {r["document_sha256"]: r for r in fetch_all(conn, "task_find_by_sha256", {"sha256s": sha256s})}
+    return {r["document_sha256"]: r for r in fetch_all(conn, "task_find_by_sha256",
+                                                        {"sha256s": sha256s, "customer": customer})}
 
 
 def task_sha256_in_use(conn: psycopg.Connection, sha256s: list[str]) -> set[str]:

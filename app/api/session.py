@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from datetime import datetime, timezone
+
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
 from app import auth
+from app.figure_cache import in_thread
+from schema import sessions
+
+log = logging.getLogger("quire.app")
+REVOCATIONS_SECONDS = 5.0
 
 router = APIRouter(prefix="/auth", tags=["session"])
 
@@ -34,8 +43,26 @@ async def sign_in(body: TokenIn, request: Request) -> Response:
 
 
 @router.get("/logout")
-async def sign_out() -> RedirectResponse:
-    """Ends the browser session."""
+async def sign_out(request: Request) -> RedirectResponse:
+    """Ends the browser session, on the server too: the cookie is refused from now on, even if kept."""
+    authenticator = auth.current()
+    session = authenticator.session_of(request.cookies.get(auth.SESSION_COOKIE))
+    if session is not None:
+        authenticator.revoked.add(session.session_id)
+        expires = datetime.fromtimestamp(session.expires, timezone.utc)
+        await in_thread(request.app.state.pool, sessions.session_revoke, session.session_id, expires)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(auth.SESSION_COOKIE, path="/")
     return response
+
+
+async def keep_revocations(pool, *, every_seconds: float = REVOCATIONS_SECONDS) -> None:
+    """Keeps this process's set of signed-out sessions in step with Postgres, where every app
+    process records the sign-outs it serves (read at start, then every few seconds)."""
+    authenticator = auth.current()
+    while True:
+        try:
+            authenticator.revoked |= await in_thread(pool, sessions.session_revoked_list)
+        except Exception:  # an outage: the revocations known so far stay in force
+            log.warning("could not read revoked sessions", exc_info=True)
+        await asyncio.sleep(every_seconds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -15,7 +16,7 @@ from app import foresight, services
 from app.api import limits
 from app.api.common import get_pool, get_settings
 from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
-from app.auth import Identity, require_operator, require_user
+from app.auth import Identity, no_submit_reason, require_operator, require_user, submit_rights
 from schema.errors import NotFound
 from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY
@@ -62,6 +63,10 @@ async def submit_tasks(
         services.check_submission([f.filename or "document.pdf" for f in files], options)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
+    rights = submit_rights(who, settings)
+    refusal = no_submit_reason(who) if rights is None else rights.refusal(who, customer, priority)
+    if refusal:
+        raise HTTPException(status_code=403, detail=refusal)
     try:
         batch_id, _ = await foresight.open_batch(pool, settings, agent=agent, priority=priority, customer=customer,
                                                  files=[FileFacts(document_bytes=f.size) for f in files],
@@ -70,13 +75,19 @@ async def submit_tasks(
         raise HTTPException(status_code=422, detail=str(exc)) from exc
     options = services.SubmitOptions(**{**options.__dict__, "batch_id": batch_id})
     results: list[services.SubmitResult] = []
-    # A slice at a time keeps memory to one slice of documents however many are sent; reading one
-    # byte past the limit is enough to reject an oversized file without holding all of it.
+    # Each file is copied to disk a chunk at a time and checked from there, a slice at a time:
+    # memory holds one chunk, however many files of whatever size are sent.
     try:
-        for start in range(0, len(files), SUBMIT_SLICE):
-            uploads = [services.Upload(f.filename or "document.pdf", await f.read(limit + 1), size=f.size)
-                       for f in files[start:start + SUBMIT_SLICE]]
-            results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+        with tempfile.TemporaryDirectory(prefix="quire-upload-", dir=services.spool_root(settings)) as workdir:
+            for start in range(0, len(files), SUBMIT_SLICE):
+                uploads = []
+                for n, f in enumerate(files[start:start + SUBMIT_SLICE], start=start):
+                    path = Path(workdir) / f"{n}.upload"
+                    await services.spool(_chunks(f), path, limit)
+                    uploads.append(services.Upload(f.filename or "document.pdf", path=path, size=f.size))
+                results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+                for upload in uploads:
+                    upload.path.unlink(missing_ok=True)
     finally:
         if not any(r.outcome == "created" for r in results):
             await foresight.drop_batch_if_empty(pool, batch_id)  # no half-written upload is left
@@ -98,6 +109,11 @@ async def submit_tasks(
     return SubmitResponse(created=created, rejected=rejected, duplicates=len(results) - created - rejected,
                           files=body, batch_id=batch_id if created else None, held=hold and bool(created),
                           forecast=plan.as_json() if plan else None, warning=plan.warning if plan else None)
+
+
+async def _chunks(upload: UploadFile):
+    while chunk := await upload.read(services.SPOOL_CHUNK):
+        yield chunk
 
 
 def _cursor(task_id: int) -> str:
@@ -143,38 +159,47 @@ async def get_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: I
     return TaskDetail.model_validate(await _task_or_404(pool, task_id))
 
 
+# A stored PDF is what someone uploaded: it is downloaded, never shown in the app's origin, and
+# under a sandbox even if a browser were to render it (no script, no form, no plugin).
+_DOCUMENT_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; frame-ancestors 'none'",
+                     "X-Content-Type-Options": "nosniff"}
+
+
+def _attachment(name: str) -> str:
+    from urllib.parse import quote
+
+    return f"attachment; filename*=UTF-8''{quote(name)}"
+
+
 @router.get("/tasks/{task_id}/document", response_class=Response,
             responses={200: {"content": {"application/pdf": {}, "text/plain": {}, "application/pkcs7-mime": {}}}})
 async def get_document(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
                        pool: ConnectionPool = Depends(get_pool)):
-    """The submitted PDF (an e-invoice XML as plain text, a signed .p7m as a download)."""
+    """The submitted document, as a download: a PDF, an e-invoice XML (as plain text) or a signed .p7m."""
     task = await _task_or_404(pool, task_id)
     name = task.document_name or f"task-{task.id}.pdf"
-    media, disposition = _served_as(task.document_uri)
-    # nosniff: an uploaded XML must never be rendered as markup (or run as script) on this origin.
-    headers = {"X-Content-Type-Options": "nosniff"}
     uri = task.document_uri
     if uri.startswith("/Volumes/") and not Path("/Volumes").exists():
         from databricks.sdk import WorkspaceClient
 
         download = WorkspaceClient().files.download(uri)
-        return StreamingResponse(download.contents, media_type=media,
-                                 headers={**headers, "Content-Disposition": f'{disposition}; filename="{name}"'})
+        return StreamingResponse(download.contents, media_type=_media_type(uri),
+                                 headers=_DOCUMENT_HEADERS | {"Content-Disposition": _attachment(name)})
     path = Path(uri.removeprefix("file://"))
     if not path.is_file():
         raise HTTPException(status_code=404, detail=f"the document of task {task_id} is no longer stored")
-    return FileResponse(path, media_type=media, filename=name, content_disposition_type=disposition,
-                        headers=headers)
+    return FileResponse(path, media_type=_media_type(uri), headers=_DOCUMENT_HEADERS,
+                        filename=name, content_disposition_type="attachment")
 
 
-def _served_as(uri: str) -> tuple[str, str]:
-    """The media type and disposition a stored document is served with, by its stored suffix."""
+def _media_type(uri: str) -> str:
+    """What a stored document is served as, by its stored suffix (an XML never as markup)."""
     suffix = Path(uri).suffix.lower()
     if suffix == ".xml":
-        return "text/plain; charset=utf-8", "inline"
+        return "text/plain; charset=utf-8"
     if suffix == ".p7m":
-        return "application/pkcs7-mime", "attachment"
-    return "application/pdf", "inline"
+        return "application/pkcs7-mime"
+    return "application/pdf"
 
 
 def _one(results: list[services.ActionResult]) -> ActionOut:

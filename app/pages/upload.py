@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 import time
+from pathlib import Path
 
 from fastapi import Request
 from nicegui import app, events, ui
 
 from app import foresight, services
-from app.auth import viewer
+from app.auth import no_submit_reason, submit_rights, viewer
 from app.components.batch import BatchView, Entry
 from app.components.forecast_panel import ForecastPanel
 from app.components.layout import frame, watch
@@ -23,18 +26,10 @@ POSITION_MIN_SECONDS = 1.0
 PRIORITIES = {9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
 
-def _duplicate(name: str, results: list[services.SubmitResult]) -> bool:
-    return any(r.name == name and r.outcome == "duplicate" for r in results)
-
-
-async def _head(file, limit: int) -> bytes:
-    """The file's bytes, or its first `limit + 1` when larger: enough to refuse it, no more in memory."""
-    data = bytearray()
-    async for chunk in file.iterate(chunk_size=min(limit + 1, 1 << 20)):
-        data += chunk[:limit + 1 - len(data)]
-        if len(data) > limit:
-            break
-    return bytes(data)
+def _rerun_upload(result: services.SubmitResult) -> services.Upload | None:
+    """A duplicate's bytes are the offered task's stored document: a re-run reads that file."""
+    uri = result.duplicate_uri
+    return services.Upload(result.name, path=Path(uri.removeprefix("file://"))) if uri else None
 
 
 class UploadForm:
@@ -42,6 +37,7 @@ class UploadForm:
 
     def __init__(self, who, agents: list[str], customers: list[str]) -> None:
         self.who = who
+        self.rights = submit_rights(who, app.state.settings)
         self.pool = app.state.pool
         self.settings = app.state.settings
         self.toast: ui.notification | None = None
@@ -52,17 +48,28 @@ class UploadForm:
                          "UBL, CII) or signed .p7m. Every file is checked before "
                          "anything is stored; a file submitted before is offered, not run twice.") \
                     .classes("quire-muted")
+        if self.rights is None:
+            ui.label(no_submit_reason(who) + ".").classes("quire-muted").props('data-testid="upload-refused"')
+            self.batch = BatchView(self._rerun)
+            self.panels = {}
+            self.positions_at, self.positions_dirty = 0.0, False
+            return
+        if self.rights.customers is not None:
+            customers = sorted(self.rights.customers)
         with ui.card().classes("quire-card w-full p-5 gap-4"):
             with ui.row().classes("w-full gap-4 items-end flex-wrap"):
                 default = self.settings.default_agent if self.settings.default_agent in agents else (agents or [None])[0]
                 self.agent = ui.select(agents, value=default, label="Agent") \
                     .props('outlined dense stack-label data-testid="upload-agent"').classes("w-56")
-                self.priority = ui.select(PRIORITIES, value=DEFAULT_PRIORITY, label="Priority") \
+                priorities = {p: text for p, text in PRIORITIES.items() if p <= self.rights.max_priority}
+                self.priority = ui.select(priorities, value=min(DEFAULT_PRIORITY, self.rights.max_priority),
+                                          label="Priority") \
                     .props('outlined dense stack-label data-testid="upload-priority"').classes("w-44")
                 self.customer = ui.input("Customer", autocomplete=customers,
                                          placeholder="e.g. Northwind Audit") \
                     .props('outlined dense stack-label clearable data-testid="upload-customer"').classes("w-64")
-                self.review = ui.switch("Review the forecast before it runs", value=True) \
+                # Only an operator may release a held batch: others' batches run at once.
+                self.review = ui.switch("Review the forecast before it runs", value=who.operator) \
                     .props('data-testid="upload-review"')
                 ui.space()
                 ui.label(f"Up to {self.settings.max_upload_mb} MB per file").classes("text-sm quire-muted")
@@ -99,7 +106,13 @@ class UploadForm:
     async def _received(self, event: events.MultiUploadEventArguments) -> None:
         created = rejected = 0
         options = self._options()
-        hold = bool(self.review.value)
+        hold = bool(self.review.value) and self.who.operator
+        refusal = self.rights.refusal(self.who, options.customer, options.priority)
+        if refusal:
+            self.say(refusal, "negative")
+            self.busy.visible = False
+            self.uploader.reset()
+            return
         try:
             services.check_submission([f.name for f in event.files], options)
             # Held while under review: the files are checked and stored, nothing runs until submitted.
@@ -114,11 +127,19 @@ class UploadForm:
                 files = event.files[start:start + SLICE]
                 self.busy_label.text = f"Checking files {start + 1}–{start + len(files)} of {len(event.files)}…"
                 limit = self.settings.max_upload_mb * 1_000_000
-                uploads = [services.Upload(f.name, await _head(f, limit)) for f in files]
-                results = await services.submit(self.pool, self.settings, uploads, options,
-                                                submitted_by=self.who.name)
-                # Only duplicates keep their bytes, for a re-run on request.
-                self.batch.add(results, {u.name: u for u in uploads if _duplicate(u.name, results)})
+                # Each file is copied to disk a chunk at a time: memory never holds a whole document.
+                with tempfile.TemporaryDirectory(prefix="quire-upload-",
+                                                 dir=services.spool_root(self.settings)) as workdir:
+                    uploads = []
+                    for n, f in enumerate(files):
+                        path = Path(workdir) / f"{n}.pdf"
+                        await services.spool(f.iterate(), path, limit)
+                        uploads.append(services.Upload(f.name, path=path, size=f.size()))
+                    results = await services.submit(self.pool, self.settings, uploads, options,
+                                                    submitted_by=self.who.name)
+                # A duplicate can be run again on request, from the offered task's stored file.
+                self.batch.add(results, {r.name: u for r in results
+                                         if r.outcome == "duplicate" and (u := _rerun_upload(r))})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
                 facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice))
@@ -181,12 +202,22 @@ class UploadForm:
                 panel.show_outcome(outcome.comparison())
 
     async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
-        if entry.upload is None:
+        if entry.upload is None or self.rights is None:
+            return None
+        refusal = self.rights.refusal(self.who, self._options().customer, self._options().priority)
+        if refusal:
+            self.say(refusal, "negative")
             return None
         earlier = (entry.result.duplicate_of or {}).get("id")
-        results = await services.submit(self.pool, self.settings, [entry.upload],
-                                        self._options(rerun_duplicates=True, parent_id=earlier),
-                                        submitted_by=self.who.name)
+        with tempfile.TemporaryDirectory(prefix="quire-rerun-", dir=services.spool_root(self.settings)) as workdir:
+            upload = entry.upload
+            if not upload.path.is_file():  # stored in a Unity Catalog Volume: copied here a chunk at a time
+                local = Path(workdir) / "document.pdf"
+                await asyncio.to_thread(services.copy_stored, str(upload.path), local)
+                upload = services.Upload(upload.name, path=local)
+            results = await services.submit(self.pool, self.settings, [upload],
+                                            self._options(rerun_duplicates=True, parent_id=earlier),
+                                            submitted_by=self.who.name)
         result = results[0]
         if result.outcome != "created":
             self.say(result.error or "could not run it again", "negative")

@@ -80,11 +80,14 @@ SELECT t.id, t.status::text AS status, t.error, t.confidence, t.document_name, t
 FROM tasks t WHERE t.id = ANY(%(ids)s::bigint[]) ORDER BY t.id;
 
 -- name: task_find_by_sha256
--- The task to offer for each already-submitted document: a completed one first, else the newest.
+-- The task to offer for each document the same customer submitted already: a completed one first,
+-- else the newest. Another customer's task is never offered.
 SELECT DISTINCT ON (t.document_sha256)
-       t.document_sha256, t.id, t.status::text AS status, t.document_name, t.confidence, t.created_at
+       t.document_sha256, t.id, t.status::text AS status, t.document_name, t.confidence, t.created_at,
+       t.document_uri
 FROM tasks t
 WHERE t.document_sha256 = ANY(%(sha256s)s::text[])
+  AND t.customer IS NOT DISTINCT FROM %(customer)s::text
 ORDER BY t.document_sha256, (t.status = 'completed') DESC, t.id DESC;
 
 -- name: task_sha256_in_use_list

@@ -143,7 +143,9 @@ def test_summary_follows_filters(app_server):
 
 def test_metrics_exports_queue_figures(app_server):
     server, _ = app_server
-    text = server.client().get("/metrics").text
+    # Metrics name agents and spend: signed-in callers only, unless QUIRE_METRICS_PUBLIC opens them.
+    assert server.client().get("/metrics").status_code == 401
+    text = server.operator().get("/metrics").text
     for name in ("quire_tasks{", "quire_oldest_enqueued_age_seconds{", "quire_claims_total{",
                  "quire_listen_up 1", "quire_tasks_waiting_for_budget{"):
         assert name in text

@@ -14,9 +14,14 @@ OPERATOR = "ops@example.com"
 VIEWER = "viewer@example.com"
 
 
+SUBMITTER = "clerk@example.com"
+
+
 @pytest.fixture(scope="module")
 def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory,
+    config = tmp_path_factory.mktemp("config") / "quire.toml"
+    config.write_text(f'[agents.documents]\n\n[submitters]\n"{SUBMITTER}" = ["*"]\n')
+    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory, QUIRE_CONFIG=str(config),
                                        DATABRICKS_APP_NAME="quire-e2e", QUIRE_OPERATORS=f"Admin@example.com, {OPERATOR}")
     queue.configure_agent(conn, "documents")
     yield server, conn
@@ -38,13 +43,18 @@ def test_without_forwarded_identity_nothing_is_allowed(app_server):
     assert queue.get_task(conn, task.id).status.value == "enqueued"
 
 
-def test_viewers_submit_and_read_but_cannot_retry_or_cancel(app_server):
+def test_submitters_submit_viewers_read_and_neither_can_retry_or_cancel(app_server):
     server, conn = app_server
     with as_user(server, VIEWER) as http:
+        refused = http.post("/api/tasks", files=[("files", ("v.pdf", make_pdf("viewer"), "application/pdf"))])
+        assert refused.status_code == 403 and "may not submit" in refused.json()["detail"]
+    with as_user(server, SUBMITTER) as http:
         created = http.post("/api/tasks", files=[("files", ("v.pdf", make_pdf("viewer"), "application/pdf"))])
         assert created.status_code == 201
         task_id = created.json()["files"][0]["task_id"]
-        assert http.get(f"/api/tasks/{task_id}").json()["submitted_by"] == VIEWER
+        assert http.get(f"/api/tasks/{task_id}").json()["submitted_by"] == SUBMITTER
+    with as_user(server, VIEWER) as http:
+        assert http.get(f"/api/tasks/{task_id}").status_code == 200
         refused = http.post(f"/api/tasks/{task_id}/cancel")
         assert refused.status_code == 403 and "operator" in refused.json()["detail"]
         assert http.post(f"/api/tasks/{task_id}/retry").status_code == 403

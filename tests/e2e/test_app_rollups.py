@@ -52,7 +52,7 @@ def test_summary_and_task_list_carry_spend_splits_and_an_exact_total(app_server)
 
 def test_metrics_reads_the_rollups_through_prometheus_client(app_server):
     server, _ = app_server
-    text = server.client().get("/metrics").text
+    text = server.operator().get("/metrics").text
     assert re.search(r'^quire_tasks\{agent="figures",status="completed"\} 2\.0$', text, re.MULTILINE)
     assert re.search(r'^quire_claims_total\{agent="figures"\} 2\.0$', text, re.MULTILINE)
     assert re.search(r'^quire_tokens_total\{agent="figures",direction="input"\} 2000\.0$', text, re.MULTILINE)

@@ -36,7 +36,7 @@ def listening_backends(server) -> list[int]:
 
 
 def worker_counter(server, name: str) -> float:
-    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    text = httpx.get(f"{server.url}/metrics", timeout=5, headers={"Authorization": f"Bearer {TOKEN}"}).text
     found = re.search(rf"^quire_worker_{name}_total (\S+)$", text, re.MULTILINE)
     return float(found.group(1)) if found else -1
 

@@ -9,7 +9,7 @@ from starlette.requests import Request
 
 from app import auth
 from app.guard import CALLBACK_MAX_BYTES, SMALL_MAX_BYTES, foreign_reason, origin_of, rule_for, upload_max_bytes
-from app.pages.upload import _head
+from app.services import spool
 from schema.settings import Settings
 
 
@@ -48,18 +48,23 @@ def test_body_caps_by_route(tmp_path):
     assert rule_for("POST", "/api/callbacks/7", settings).max_bytes == CALLBACK_MAX_BYTES
     assert rule_for("POST", "/api/attempts/7/heartbeat", settings).signed
     assert rule_for("POST", "/api/tasks", settings).max_bytes == upload_max_bytes(settings) == 21_000_000
+    # The request limit caps a request below every file of the largest batch at the largest size.
+    capped = Settings(data_dir=tmp_path, max_upload_mb=50, max_batch_files=1000, max_request_mb=500)
+    assert rule_for("POST", "/api/tasks", capped).max_bytes == 501_000_000
     assert rule_for("POST", "/_nicegui/client/c1/upload/5", settings).needs_identity
     assert rule_for("POST", "/api/tasks/7/cancel", settings).max_bytes == SMALL_MAX_BYTES
     assert rule_for("GET", "/openapi.json", settings).needs_identity
     assert not rule_for("POST", "/auth/session", settings).needs_identity
 
 
-def test_upload_page_reads_at_most_one_byte_past_the_limit(tmp_path):
+def test_upload_page_spools_at_most_one_byte_past_the_limit(tmp_path):
     path = tmp_path / "big.pdf"
     path.write_bytes(b"%PDF-" + b"x" * 3_000_000)
     big = LargeFileUpload("big.pdf", "application/pdf", path)
-    assert len(asyncio.run(_head(big, 1_000_000))) == 1_000_001
-    assert asyncio.run(_head(big, 5_000_000)) == path.read_bytes()
+    assert asyncio.run(spool(big.iterate(), tmp_path / "cut.pdf", 1_000_000)) == 1_000_001
+    assert (tmp_path / "cut.pdf").stat().st_size == 1_000_001
+    assert asyncio.run(spool(big.iterate(), tmp_path / "whole.pdf", 5_000_000)) == path.stat().st_size
+    assert (tmp_path / "whole.pdf").read_bytes() == path.read_bytes()
 
 
 def test_the_callback_server_refuses_a_huge_report_before_reading_it(db_dsn, tmp_path):
