@@ -116,6 +116,15 @@ async def task_count(pool: ConnectionPool, flt: TaskFilter) -> TaskCount:
     return await _in_thread(pool, stats.task_count, flt)
 
 
+def catching_up_note(summary: Summary) -> str | None:
+    """The words shown while a backlog is folded in the background (None when the figures are exact)."""
+    if not summary.catching_up:
+        return None
+    since = f" since {summary.as_of:%Y-%m-%d %H:%M:%S} UTC" if summary.as_of else ""
+    return (f"Catching up: about {summary.backlog:,} changes{since} are not counted yet; "
+            "the figures count what is folded so far.")
+
+
 # -- what open pages read: shared by every page of the process (app.figure_cache) ---------------
 # Each returns (value, current): current means read after `since` (time.monotonic() of the events
 # the page saw; by default the ask itself). A value not current was served to keep the database to

@@ -70,6 +70,9 @@ class Dashboard:
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
+        # A bulk load or backfill is being folded in the background: say what the figures count.
+        self.catching_up = ui.label("").classes("text-xs text-amber-700").props('data-testid="catching-up"')
+        self.catching_up.set_visibility(False)
         self.agent_problems = AgentProblems(on_clear=self.clear_halt if who.operator else None)
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
@@ -105,6 +108,9 @@ class Dashboard:
                 summary = dataclasses.replace(summary, counts=self.summary.counts, total=self.summary.total)
             self.summary = summary
             self.kpis.update(summary)
+            note = services.catching_up_note(summary)
+            self.catching_up.text = note or ""
+            self.catching_up.set_visibility(note is not None)
             if not current:
                 self.counts_dirty = True
             if table:

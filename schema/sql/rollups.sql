@@ -1,10 +1,19 @@
 -- name: rollup_fold
--- Folds every task marked since the last fold into the rollups (-1: another fold is running).
-SELECT quire_rollup_fold() AS folded;
+-- Folds the tasks marked since the last fold, all or the first %(max_marks)s marks (-1: another fold is running).
+SELECT quire_rollup_fold(%(max_marks)s::integer) AS folded;
 
 -- name: rollup_pending_count
--- Marks not folded yet: a reader folds first when too many pile up (no worker running).
+-- Marks not folded yet, all counted (tests and tools; reads use rollup_backlog_bounded).
 SELECT count(*) AS n FROM rollup_dirty;
+
+-- name: rollup_backlog_bounded
+-- How many marks wait, counted up to %(cap)s only (a read never pays for a bulk load's backlog); the
+-- table's estimate beyond that, and when the oldest waiting change was made (the fold takes marks
+-- in the table's order, so the first one left is about the oldest).
+SELECT (SELECT count(*) FROM (SELECT 1 FROM rollup_dirty LIMIT %(cap)s) d) AS n,
+       greatest(pg_stat_get_live_tuples('rollup_dirty'::regclass),
+                (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'rollup_dirty'::regclass))::bigint AS estimate,
+       (SELECT d.marked_at FROM rollup_dirty d LIMIT 1) AS oldest;
 
 -- name: rollup_keys
 -- Fragment, not a query: the status, agent, customer and review filters on rollup or contribution rows x.
