@@ -130,12 +130,15 @@ def catching_up_note(summary: Summary) -> str | None:
 # the page saw; by default the ask itself). A value not current was served to keep the database to
 # one read a second: the page asks again a second later.
 
-async def live_summary(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
-    return await figure_cache.for_pool(pool).summary(flt, since=since)
+async def live_summary(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None,
+                       exact: bool = False) -> tuple[Summary, bool]:
+    """Pages: as of the last fold. API clients: exact (the marks not folded yet added), shared a second."""
+    return await figure_cache.for_pool(pool).summary(flt, since=since, exact=exact)
 
 
-async def live_charts(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Charts, bool]:
-    return await figure_cache.for_pool(pool).charts(flt, since=since)
+async def live_charts(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None,
+                      exact: bool = False) -> tuple[Charts, bool]:
+    return await figure_cache.for_pool(pool).charts(flt, since=since, exact=exact)
 
 
 async def live_task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,

@@ -67,7 +67,8 @@ def snapshot(conn: psycopg.Connection) -> Iterator[None]:
         return
     with conn.transaction():
         fetch_all(conn, "rollup_snapshot")
-        yield
+        with rollups.generic_plans(conn):
+            yield
 
 
 def advanceable(flt: TaskFilter, bucket: timedelta) -> bool:
@@ -108,16 +109,20 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
     return fig
 
 
-def changes_read(conn: psycopg.Connection, after: int) -> Changes:
-    """The log after fold `after` and the pending marks, for every filter at once (never folds)."""
+def changes_read(conn: psycopg.Connection, after: int, *, pending: bool = True) -> Changes:
+    """The log after fold `after` and (`pending`) the marks not folded yet, for every filter at once.
+
+    Never folds. The log costs what the folds since `after` changed; the pending marks cost what they
+    number, so they are left out while catching up, and when the caller wants figures as of the last fold."""
     with snapshot(conn):
         backlog = rollups.rollup_backlog(conn)
         state = fetch_one(conn, "rollup_log_state")
-        pending = {} if backlog.catching_up else _grouped(fetch_all(conn, "rollup_pending_contrib"))
+        marks = (_grouped(fetch_all(conn, "rollup_pending_contrib"))
+                 if pending and not backlog.catching_up else {})
         return Changes(last_fold=state["last_fold"], pruned_through=state["pruned_through"],
                        folded=fetch_all(conn, "rollup_changes_after", {"after": after}),
                        folded_bins=fetch_all(conn, "rollup_change_bins_after", {"after": after}),
-                       backlog=backlog, **pending)
+                       backlog=backlog, **marks)
 
 
 BIN_COLUMNS = {"l": "latency_bin", "c": "confidence_bin", "a": "llm_bin", "m": "compute_bin", "s": "spend_bin"}

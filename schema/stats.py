@@ -274,7 +274,7 @@ def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
     if rollups.rollup_backlog(conn).catching_up:
         plan = _run(conn, "task_count_estimate", flt.params())[0]
         return TaskCount(int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"]), exact=False)
-    return TaskCount(sum(r["tasks"] for r in rollups.totals(conn, flt.params())))
+    return TaskCount(rollups.count(conn, flt.params()))
 
 
 def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int | None,

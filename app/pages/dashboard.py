@@ -29,13 +29,18 @@ from schema.stats import StreamEvent, Summary, TaskFilter
 NARROW_PX = 700
 
 
+def deltas_apply(flt: TaskFilter) -> bool:
+    """Whether events alone say a task is in the filter (they carry agent and status only)."""
+    return not (flt.customers or flt.date_from or flt.date_to or flt.needs_review)
+
+
 def apply_deltas(summary: Summary, flt: TaskFilter, events: list[StreamEvent]) -> Summary:
     """The counts after these status changes, where the events alone say a task is in the filter.
 
     Events carry agent and status, not customer or submission time: with a customer or date filter
     the counts wait for the next (throttled) refresh instead.
     """
-    if flt.customers or flt.date_from or flt.date_to:
+    if not deltas_apply(flt):
         return summary
     counts = dict(summary.counts)
     for event in events:
@@ -102,9 +107,10 @@ class Dashboard:
             summary, current = await services.live_summary(self.pool, flt, since=since)
             if flt != self.filter:
                 return  # the filter changed meanwhile; its own refresh is under way
-            if seen != self.events_seen and self.summary is not None:
-                # Events arrived during the read: their deltas are already in the counts shown, which
-                # the read may predate. Keep those counts; the next refresh (marked due) settles them.
+            if self.summary is not None and (seen != self.events_seen or (not current and deltas_apply(flt))):
+                # Events arrived during the read, or the figures are as of a fold that predates some of
+                # them: their deltas are already in the counts shown. Keep those counts; the next
+                # refresh (marked due) settles them.
                 summary = dataclasses.replace(summary, counts=self.summary.counts, total=self.summary.total)
             self.summary = summary
             self.kpis.update(summary)

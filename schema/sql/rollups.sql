@@ -43,6 +43,27 @@ AND (NOT %(needs_review)s::boolean OR x.review)
 (%(date_from)s::timestamptz IS NULL OR x.created_at >= %(date_from)s::timestamptz)
 AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz)
 
+-- name: rollup_count_filtered
+-- How many tasks a filter selects (the task table's total), read like rollup_totals_by_key but with
+-- the key columns only: no task's attempts are read, and the statement is small to plan.
+WITH pending AS (
+    -- An array, not a join: see rollup_pending_contrib.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty WHERE %(with_pending)s::boolean) AS ids
+)
+SELECT (SELECT coalesce(sum(x.tasks), 0) FROM task_rollups x
+        WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys})
+     + (SELECT count(*) FROM tasks_with_review x WHERE {raw} AND {keys})
+     + (SELECT count(*) FROM tasks_with_review x
+        WHERE x.id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
+     - (SELECT count(*) FROM rollup_task_state x
+        WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
+     AS n;
+
+-- name: rollup_generic_plans
+-- The rollup reads are prepared and planned once per connection: their plans do not depend on the
+-- values (each arm of a range is an index range), and planning them each time cost more than running them.
+SET LOCAL plan_cache_mode = force_generic_plan;
+
 -- name: rollup_totals_by_key
 -- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
 -- (now minus last folded) for tasks marked since the last fold, plus the partial buckets read raw.
