@@ -115,19 +115,31 @@ def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tu
     return params
 
 
-def composed(name: str) -> sql.Composed:
-    """The named query with the rollup fragments composed in."""
+def composed(name: str, params: dict[str, Any]) -> sql.Composed:
+    """The named query with the rollup fragments composed in: the key and date conditions the filter
+    sets, and only those (a condition the filter leaves open is TRUE, never `param IS NULL OR ...`,
+    which a prepared statement's generic plan could not use an index for)."""
     # Each fragment by its full name, so one grep finds a query's definition and its users.
-    fragments = {key: sql.SQL(q(name)) for key, name in (("keys", "rollup_keys"), ("segments", "rollup_segments"),
-                                                         ("raw", "rollup_raw"), ("in_range", "rollup_in_range"))}
-    return sql.SQL(q(name)).format(**fragments)
+    keys = [sql.SQL(q(fragment)) for fragment, used in (
+        ("rollup_key_statuses", params.get("statuses")), ("rollup_key_agents", params.get("agents")),
+        ("rollup_key_customers", params.get("customers")), ("rollup_key_review", params.get("needs_review")))
+        if used]
+    in_range = [sql.SQL(q(fragment)) for fragment, used in (
+        ("rollup_from", params.get("date_from")), ("rollup_to", params.get("date_to"))) if used is not None]
+    return sql.SQL(q(name)).format(
+        keys=_all(keys), in_range=_all(in_range),
+        segments=sql.SQL(q("rollup_segments")), raw=sql.SQL(q("rollup_raw")))
+
+
+def _all(conditions: list[sql.Composable]) -> sql.Composable:
+    return sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False.
 
     Prepared at once: inside `generic_plans` the connection plans each read once, not on every call."""
-    return run_query(conn, composed(name), {"with_pending": True, **params}, prepare=True)
+    return run_query(conn, composed(name, params), {"with_pending": True, **params}, prepare=True)
 
 
 @contextlib.contextmanager

@@ -15,12 +15,22 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM rollup_dirty LIMIT %(cap)s) d) AS n,
                 (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'rollup_dirty'::regclass))::bigint AS estimate,
        (SELECT d.marked_at FROM rollup_dirty d LIMIT 1) AS oldest;
 
--- name: rollup_keys
--- Fragment, not a query: the status, agent, customer and review filters on rollup or contribution rows x.
-(%(statuses)s::text[] IS NULL OR x.status::text = ANY(%(statuses)s::text[]))
-AND (%(agents)s::text[] IS NULL OR x.agent = ANY(%(agents)s::text[]))
-AND (%(customers)s::text[] IS NULL OR x.customer = ANY(%(customers)s::text[]))
-AND (NOT %(needs_review)s::boolean OR x.review)
+-- name: rollup_key_statuses
+-- Fragment, not a query: the filters on rollup or contribution rows x, each composed in only when the
+-- filter sets it (schema.rollups.composed), so that a prepared read's one plan can use the indexes.
+x.status::text = ANY(%(statuses)s::text[])
+
+-- name: rollup_key_agents
+-- Fragment: the agent filter.
+x.agent = ANY(%(agents)s::text[])
+
+-- name: rollup_key_customers
+-- Fragment: the customer filter.
+x.customer = ANY(%(customers)s::text[])
+
+-- name: rollup_key_review
+-- Fragment: the needs-review filter.
+x.review
 
 -- name: rollup_segments
 -- Fragment: the whole buckets a date range covers, at most two ranges per grain (see schema/rollups.py).
@@ -38,10 +48,13 @@ AND (NOT %(needs_review)s::boolean OR x.review)
 ((x.created_at >= %(r1_lo)s::timestamptz AND x.created_at < %(r1_hi)s::timestamptz)
  OR (x.created_at >= %(r2_lo)s::timestamptz AND x.created_at < %(r2_hi)s::timestamptz))
 
--- name: rollup_in_range
--- Fragment: the filter's own date range on a task's created_at.
-(%(date_from)s::timestamptz IS NULL OR x.created_at >= %(date_from)s::timestamptz)
-AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz)
+-- name: rollup_from
+-- Fragment: the filter's own date range on a task's created_at, its start (composed in when set).
+x.created_at >= %(date_from)s::timestamptz
+
+-- name: rollup_to
+-- Fragment: its end.
+x.created_at < %(date_to)s::timestamptz
 
 -- name: rollup_count_filtered
 -- How many tasks a filter selects (the task table's total), read like rollup_totals_by_key but with
