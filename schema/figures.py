@@ -67,8 +67,7 @@ def snapshot(conn: psycopg.Connection) -> Iterator[None]:
         return
     with conn.transaction():
         fetch_all(conn, "rollup_snapshot")
-        with rollups.generic_plans(conn):
-            yield
+        yield
 
 
 def advanceable(flt: TaskFilter, bucket: timedelta) -> bool:
@@ -115,7 +114,7 @@ def changes_read(conn: psycopg.Connection, after: int, *, pending: bool = True) 
     Never folds. The log costs what the folds since `after` changed; the pending marks cost what they
     number, so they are left out while catching up, and when the caller wants figures as of the last fold."""
     with snapshot(conn):
-        backlog = rollups.rollup_backlog(conn)
+        backlog = rollups.rollup_backlog(conn) if pending else rollups.rollup_backlog_estimated(conn)
         state = fetch_one(conn, "rollup_log_state")
         marks = (_grouped(fetch_all(conn, "rollup_pending_contrib"))
                  if pending and not backlog.catching_up else {})

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg import sql
 
-from schema.sql import fetch_all, fetch_one, q, run_query
+from schema.sql import fetch_one, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
 # ALL is one bucket holding every task (migration 0011), read when a filter has no dates.
@@ -136,25 +134,13 @@ def _all(conditions: list[sql.Composable]) -> sql.Composable:
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False.
-
-    Prepared at once: inside `generic_plans` the connection plans each read once, not on every call."""
-    return run_query(conn, composed(name, params), {"with_pending": True, **params}, prepare=True)
-
-
-@contextlib.contextmanager
-def generic_plans(conn: psycopg.Connection) -> Iterator[None]:
-    """A transaction (the caller's, if one is open) whose prepared rollup reads use their one generic plan."""
-    idle = conn.info.transaction_status == TransactionStatus.IDLE
-    with conn.transaction() if idle else contextlib.nullcontext():
-        fetch_all(conn, "rollup_generic_plans")
-        yield
+    """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False."""
+    return run_query(conn, composed(name, params), {"with_pending": True, **params})
 
 
 def count(conn: psycopg.Connection, flt_params: dict[str, Any]) -> int:
     """How many tasks the filter selects (what is folded only when with_pending is False)."""
-    with generic_plans(conn):
-        return run(conn, "rollup_count_filtered", filter_params(flt_params, TOTALS_GRAINS))[0]["n"]
+    return run(conn, "rollup_count_filtered", filter_params(flt_params, TOTALS_GRAINS))[0]["n"]
 
 
 def rollup_fold(conn: psycopg.Connection, *, max_marks: int | None = None) -> int:
@@ -182,6 +168,13 @@ def rollup_backlog(conn: psycopg.Connection) -> Backlog:
     if row["n"] <= PENDING_EXACT_MAX:
         return Backlog(row["n"], False)
     return Backlog(max(row["estimate"], row["n"]), True, row["oldest"])
+
+
+def rollup_backlog_estimated(conn: psycopg.Connection) -> Backlog:
+    """The backlog from the statistics collector: free, a second or more late, never used to decide
+    whether a read adds the marks (that one counts them)."""
+    n = max(fetch_one(conn, "rollup_backlog_estimated")["n"], 0)
+    return Backlog(n, n > PENDING_EXACT_MAX)
 
 
 def filter_params(flt_params: dict[str, Any], grains: dict[bool, tuple[str, ...]], *,

@@ -15,6 +15,11 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM rollup_dirty LIMIT %(cap)s) d) AS n,
                 (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'rollup_dirty'::regclass))::bigint AS estimate,
        (SELECT d.marked_at FROM rollup_dirty d LIMIT 1) AS oldest;
 
+-- name: rollup_backlog_estimated
+-- The marks waiting, from the statistics collector (lags by a second or more): open pages' read a
+-- second uses it, costing nothing whatever the marks number; a read that adds marks counts them.
+SELECT pg_stat_get_live_tuples('rollup_dirty'::regclass) AS n;
+
 -- name: rollup_key_statuses
 -- Fragment, not a query: the filters on rollup or contribution rows x, each composed in only when the
 -- filter sets it (schema.rollups.composed), so that a prepared read's one plan can use the indexes.
@@ -71,11 +76,6 @@ SELECT (SELECT coalesce(sum(x.tasks), 0) FROM task_rollups x
      - (SELECT count(*) FROM rollup_task_state x
         WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
      AS n;
-
--- name: rollup_generic_plans
--- The rollup reads are prepared and planned once per connection: their plans do not depend on the
--- values (each arm of a range is an index range), and planning them each time cost more than running them.
-SET LOCAL plan_cache_mode = force_generic_plan;
 
 -- name: rollup_totals_by_key
 -- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
