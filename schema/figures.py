@@ -114,7 +114,7 @@ def changes_read(conn: psycopg.Connection, after: int, *, pending: bool = True) 
     Never folds. The log costs what the folds since `after` changed; the pending marks cost what they
     number, so they are left out while catching up, and when the caller wants figures as of the last fold."""
     with snapshot(conn):
-        backlog = rollups.rollup_backlog(conn) if pending else rollups.rollup_backlog_estimated(conn)
+        backlog = rollups.rollup_backlog(conn) if pending else rollups.rollup_marks_exist(conn)
         state = fetch_one(conn, "rollup_log_state")
         marks = (_grouped(fetch_all(conn, "rollup_pending_contrib"))
                  if pending and not backlog.catching_up else {})

@@ -170,11 +170,10 @@ def rollup_backlog(conn: psycopg.Connection) -> Backlog:
     return Backlog(max(row["estimate"], row["n"]), True, row["oldest"])
 
 
-def rollup_backlog_estimated(conn: psycopg.Connection) -> Backlog:
-    """The backlog from the statistics collector: free, a second or more late, never used to decide
-    whether a read adds the marks (that one counts them)."""
-    n = max(fetch_one(conn, "rollup_backlog_estimated")["n"], 0)
-    return Backlog(n, n > PENDING_EXACT_MAX)
+def rollup_marks_exist(conn: psycopg.Connection) -> Backlog:
+    """Whether any mark waits, as a backlog of one mark or none: the figures it goes with are as of
+    the last fold and advance by the log, whatever the backlog (it says nothing of catching up)."""
+    return Backlog(int(fetch_one(conn, "rollup_marks_exist")["waiting"]), False)
 
 
 def filter_params(flt_params: dict[str, Any], grains: dict[bool, tuple[str, ...]], *,
