@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from app import figure_cache
 from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
-from schema import queue, stats
+from schema import queue, rollups, stats
 from schema.errors import InvalidTransition, NotFound, QuireError
 from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Task, TaskStatus
 from schema.settings import Settings, get_settings
@@ -121,7 +121,10 @@ def catching_up_note(summary: Summary) -> str | None:
     if not summary.catching_up:
         return None
     since = f" since {summary.as_of:%Y-%m-%d %H:%M:%S} UTC" if summary.as_of else ""
-    return (f"Catching up: about {summary.backlog:,} changes{since} are not counted yet; "
+    # Past the bound the number is the table's estimate, which may lag a fresh bulk load.
+    waiting = (f"about {summary.backlog:,}" if summary.backlog > rollups.PENDING_EXACT_MAX + 1
+               else f"more than {rollups.PENDING_EXACT_MAX:,}")
+    return (f"Catching up: {waiting} changes{since} are not counted yet; "
             "the figures count what is folded so far.")
 
 
