@@ -1,10 +1,13 @@
 """The process's one reader of dashboard figures, shared by every open page.
 
 Per filter, the figures are read once (schema.figures) and then advanced by one read a second, for
-every filter at once, of what the folds logged and the marks not folded yet: ten pages on five
-filters cost one small read a second, not fifty full ones. The other reads a page repeats (its
-table's first page, the agents' adaptive limits, the budgets) are shared for a second by every
-page that asks the same thing.
+every filter at once, of what the folds logged: ten pages on five filters cost one small read a
+second, not fifty full ones. Open pages take the figures as of the last fold (the worker folds every
+two seconds; a page applies the events' status changes to its counts at once). An API client asks
+for exact figures: the read a second then also adds the marks not folded yet, which costs what
+those marks number, and is shared by every client. The other reads a page repeats (its table's
+first page, the agents' adaptive limits, the budgets) are shared for a second by every page that
+asks the same thing.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class FigureCache:
         self.reads: Counter[str] = Counter()
         self._held: dict[TaskFilter, _Held] = {}
         self._changes: figures.Changes | None = None
+        self._changes_exact = False        # whether the last sync also read the marks not folded yet
         self._synced_at = -math.inf
         self._generation = 0
         self._lock = asyncio.Lock()
@@ -72,15 +76,18 @@ class FigureCache:
     async def _in_thread(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await in_thread(self.pool, work, *args, **kwargs)
 
-    async def summary(self, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
-        """The filter's summary, and whether it was read after `since` (see `shared`)."""
-        held, current = await self._current(flt, since)
+    async def summary(self, flt: TaskFilter, *, since: float | None = None,
+                      exact: bool = True) -> tuple[Summary, bool]:
+        """The filter's summary, and whether it was read after `since` (see `shared`). Not `exact`:
+        as of the last fold (what an open page shows), which spares the read of the unfolded marks."""
+        held, current = await self._current(flt, since, exact)
         if held.summary is None:
             held.summary = figures.summary_of(held.view)
         return held.summary, current
 
-    async def charts(self, flt: TaskFilter, *, since: float | None = None) -> tuple[Charts, bool]:
-        held, current = await self._current(flt, since)
+    async def charts(self, flt: TaskFilter, *, since: float | None = None,
+                     exact: bool = True) -> tuple[Charts, bool]:
+        held, current = await self._current(flt, since, exact)
         if held.charts is None:
             held.charts = figures.charts_of(held.view)
         return held.charts, current
@@ -136,18 +143,23 @@ class FigureCache:
             return bucket_for_span(fig.flt.date_from or fig.first_created, end) != fig.bucket
         return False
 
-    async def _current(self, flt: TaskFilter, since: float | None) -> tuple[_Held, bool]:
+    async def _current(self, flt: TaskFilter, since: float | None, exact: bool) -> tuple[_Held, bool]:
         since = time.monotonic() if since is None else since
         async with self._lock:
-            held = await self._ready(flt, since)
+            held = await self._ready(flt, since, exact)
             held.used_at = time.monotonic()
             if held.view_of != self._generation or held.view is None:
                 held.view = figures.current(held.fig, self._changes) if held.fig.live else held.fig
                 held.view_of, held.summary, held.charts = self._generation, None, None
-            return held, (self._synced_at if held.fig.live else held.read_at) >= since
+            if not held.fig.live:
+                return held, held.read_at >= since
+            # As of the last fold only: current when nothing waited unfolded at the sync.
+            complete = exact or self._changes_exact or (self._changes is not None and self._changes.backlog.marks == 0)
+            return held, self._synced_at >= since and complete
 
-    async def _ready(self, flt: TaskFilter, since: float) -> _Held:
-        """The filter's figures, read or advanced to the last sync (one a second at most)."""
+    async def _ready(self, flt: TaskFilter, since: float, exact: bool) -> _Held:
+        """The filter's figures, read or advanced to the last sync (one a second at most; an exact ask
+        after a sync that left out the unfolded marks syncs again with them)."""
         for _ in range(3):
             now = time.monotonic()
             held = self._held.get(flt)
@@ -157,8 +169,9 @@ class FigureCache:
             if not held.fig.live:
                 return held
             if (read or self._changes is None or self._changes.last_fold < held.fig.fold_id
+                    or (exact and not self._changes_exact)
                     or (self._synced_at < since and now - self._synced_at >= self.interval)):
-                await self._sync(now)
+                await self._sync(now, exact=exact or (read and self._changes_exact))
             if self._held.get(flt) is held:
                 return held
             # The sync could not advance them (the log was pruned, or the chart's span moved): read again.
@@ -170,19 +183,20 @@ class FigureCache:
         held = self._held[flt] = _Held(fig, read_at=now, used_at=now)
         return held
 
-    async def _sync(self, now: float) -> None:
-        """One read of the log and the pending marks; advances every filter held, drops what cannot be."""
+    async def _sync(self, now: float, *, exact: bool) -> None:
+        """One read of the log (and the pending marks when `exact`); advances every filter held, drops
+        what cannot be."""
         for flt in [f for f, h in self._held.items() if now - h.used_at > FORGET_AFTER_SECONDS]:
             del self._held[flt]
         live = [h for h in self._held.values() if h.fig.live]
         if not live:
             return
         self.reads["changes"] += 1
-        changes = await self._in_thread(figures.changes_read, min(h.fig.fold_id for h in live))
+        changes = await self._in_thread(figures.changes_read, min(h.fig.fold_id for h in live), pending=exact)
         for flt, held in list(self._held.items()):
             if held.fig.live and not figures.advance(held.fig, changes):
                 del self._held[flt]  # read again when next asked
-        self._changes, self._synced_at = changes, now
+        self._changes, self._changes_exact, self._synced_at = changes, exact, now
         self._generation += 1
 
 

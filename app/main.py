@@ -68,6 +68,30 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
     app.on_shutdown(shutdown)
 
 
+def _fold_in_background(app, settings: Settings) -> None:
+    """Without a co-hosted worker, the app folds the rollups itself, a bounded step at a time, so that
+    a bulk load is counted without any read waiting for it (folds of several processes take turns)."""
+    from worker.folder import FolderConfig, RollupFolder
+    from worker.service import service_loop
+
+    stop = asyncio.Event()
+
+    async def start() -> None:
+        folder = RollupFolder(app.state.pool, "app", FolderConfig(interval_seconds=settings.rollup_fold_seconds))
+        app.state.folder_task = asyncio.create_task(
+            service_loop("rollup fold", folder.run_once, folder.config.interval_seconds, stop, worker_id="app"),
+            name="quire-rollup-fold")
+
+    async def shutdown() -> None:
+        stop.set()
+        task = getattr(app.state, "folder_task", None)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    app.on_startup(start)
+    app.on_shutdown(shutdown)
+
+
 def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
     """Serves the pages and the API until interrupted; returns the exit code."""
     from nicegui import app, background_tasks, ui
@@ -112,6 +136,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
         hurried = asyncio.Event()
         app.on_startup(lambda: stopping.drain_before_exit(lambda: stopping.runs_reported(
             app.state.pool, grace_seconds=settings.shutdown_grace_seconds, hurried=hurried), hurried.set))
+        _fold_in_background(app, settings)
     if samples:
         async def enqueue_samples() -> None:
             results = await services.submit_samples(app.state.pool, settings)

@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 from app import figure_cache
 from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_files, readable_where_it_runs, store_document
-from schema import queue, stats, waiting
+from schema import queue, rollups, stats, waiting
 from schema.errors import InvalidTransition, NotFound, QuireError
 from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Agent, Task, TaskStatus
 from schema.settings import Settings, get_settings
@@ -117,17 +117,32 @@ async def task_count(pool: ConnectionPool, flt: TaskFilter) -> TaskCount:
     return await _in_thread(pool, stats.task_count, flt)
 
 
+def catching_up_note(summary: Summary) -> str | None:
+    """The words shown while a backlog is folded in the background (None when the figures are exact)."""
+    if not summary.catching_up:
+        return None
+    since = f" since {summary.as_of:%Y-%m-%d %H:%M:%S} UTC" if summary.as_of else ""
+    # Past the bound the number is the table's estimate, which may lag a fresh bulk load.
+    waiting = (f"about {summary.backlog:,}" if summary.backlog > rollups.PENDING_EXACT_MAX + 1
+               else f"more than {rollups.PENDING_EXACT_MAX:,}")
+    return (f"Catching up: {waiting} changes{since} are not counted yet; "
+            "the figures count what is folded so far.")
+
+
 # -- what open pages read: shared by every page of the process (app.figure_cache) ---------------
 # Each returns (value, current): current means read after `since` (time.monotonic() of the events
 # the page saw; by default the ask itself). A value not current was served to keep the database to
 # one read a second: the page asks again a second later.
 
-async def live_summary(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Summary, bool]:
-    return await figure_cache.for_pool(pool).summary(flt, since=since)
+async def live_summary(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None,
+                       exact: bool = False) -> tuple[Summary, bool]:
+    """Pages: as of the last fold. API clients: exact (the marks not folded yet added), shared a second."""
+    return await figure_cache.for_pool(pool).summary(flt, since=since, exact=exact)
 
 
-async def live_charts(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None) -> tuple[Charts, bool]:
-    return await figure_cache.for_pool(pool).charts(flt, since=since)
+async def live_charts(pool: ConnectionPool, flt: TaskFilter, *, since: float | None = None,
+                      exact: bool = False) -> tuple[Charts, bool]:
+    return await figure_cache.for_pool(pool).charts(flt, since=since, exact=exact)
 
 
 async def live_task_page(pool: ConnectionPool, flt: TaskFilter, *, sort: str, descending: bool,

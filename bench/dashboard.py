@@ -180,6 +180,42 @@ def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
     return rows
 
 
+def bulk_then_read(dsn: str, n: int) -> dict:
+    """Loads n more tasks with every trigger on (as ordinary INSERTs: n marks wait), then times the
+    first read of each filter: it answers from what is folded, says it is catching up, and never folds.
+    Then folds the backlog in the folder's bounded steps and reads again."""
+    with db.connect(dsn) as conn:
+        top = conn.execute("SELECT coalesce(max(id), 0) AS n FROM tasks").fetchone()["n"]
+        started = time.perf_counter()
+        conn.execute(LOAD_TASKS.replace("FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g",
+                                        "FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g0 "
+                                        "CROSS JOIN LATERAL (SELECT g0 - %(top)s AS g) gg"),
+                     {"lo": top + 1, "hi": top + n, "top": top, "n": n, "agents": AGENTS, "customers": CUSTOMERS})
+        loaded = time.perf_counter() - started
+        out = {"loaded_s": loaded, "first_reads_ms": {}, "catching_up": {}}
+        for name, flt in filters().items():
+            started = time.perf_counter()
+            summary = stats.stats_summary_filtered(conn, flt)
+            stats.stats_charts_filtered(conn, flt)
+            stats.task_list_keyset(conn, flt, limit=25)
+            stats.task_count(conn, flt)
+            out["first_reads_ms"][name] = (time.perf_counter() - started) * 1000
+            out["catching_up"][name] = summary.catching_up
+        started, steps = time.perf_counter(), 0
+        step_times = []
+        while True:
+            step_started = time.perf_counter()
+            folded = rollups.rollup_fold(conn, max_marks=rollups.FOLD_STEP_MARKS)
+            step_times.append(time.perf_counter() - step_started)
+            steps += 1
+            if folded <= 0 or rollups.rollup_backlog(conn).marks == 0:
+                break
+        out.update(fold_s=time.perf_counter() - started, steps=steps, longest_step_s=max(step_times))
+        summary = stats.stats_summary_filtered(conn, TaskFilter())
+        out["after"] = (summary.catching_up, summary.total)
+    return out
+
+
 POLL_SECONDS = 10.0  # the pages' fallback poll (QUIRE_POLL_SECONDS' default)
 
 
@@ -347,6 +383,8 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline-runs", type=int, default=5)
+    parser.add_argument("--bulk", type=int, default=0,
+                        help="then load this many more tasks with every trigger on and time the first reads")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the database loaded by an earlier run (QUIRE_DATABASE_URL) and measure again")
     parser.add_argument("--live-only", action="store_true",
@@ -395,6 +433,15 @@ def main() -> int:
             rows = figures(dsn, args.runs, args.baseline_runs)
             worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)
             print(f"slowest figure through the rollups: {worst:.1f} ms\n", flush=True)
+            if args.bulk:
+                bulk = bulk_then_read(dsn, args.bulk)
+                print(f"bulk load of {args.bulk:,} tasks with every trigger on: {bulk['loaded_s']:.0f} s; first reads "
+                      "(summary, charts, first page and total) per filter: " + ", ".join(
+                          f"{name} {ms:.0f} ms{' (catching up)' if bulk['catching_up'][name] else ''}"
+                          for name, ms in bulk["first_reads_ms"].items()), flush=True)
+                print(f"  folded in the background in {bulk['steps']} steps, {bulk['fold_s']:.0f} s (longest step "
+                      f"{bulk['longest_step_s']:.1f} s); then catching up {bulk['after'][0]}, "
+                      f"total {bulk['after'][1]:,}\n", flush=True)
         print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
         cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss)
         print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']:,} notifications; {cost['refreshes']} page refreshes")

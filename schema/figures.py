@@ -43,6 +43,7 @@ class Figures:
     totals: dict[tuple[str, str | None, str], dict[str, Any]] = field(default_factory=dict)  # agent, customer, status
     bins: dict[str, dict[int, int]] = field(default_factory=lambda: {m: {} for m in METRICS})
     throughput: dict[tuple[str, datetime], int] = field(default_factory=dict)  # (series, bucket start): tasks
+    backlog: rollups.Backlog = rollups.Backlog(0, False)  # catching up: folded rows only, as of backlog.as_of
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Changes:
     folded_bins: list[dict[str, Any]] = field(default_factory=list)
     pending: list[dict[str, Any]] = field(default_factory=list)
     pending_bins: list[dict[str, Any]] = field(default_factory=list)
+    backlog: rollups.Backlog = rollups.Backlog(0, False)  # catching up: `pending` left out (too many)
 
 
 @contextlib.contextmanager
@@ -83,17 +85,21 @@ def advanceable(flt: TaskFilter, bucket: timedelta) -> bool:
 
 def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None,
                  advance: bool = True) -> Figures:
-    """The filter's figures from the rollups; pending marks included unless the figures will be advanced."""
-    rollups.fold_if_behind(conn)
+    """The filter's figures from the rollups; pending marks included unless the figures will be advanced.
+
+    Never folds. While a backlog is folded in the background (a bulk load, a backfill), the figures
+    hold the folded rows only and say so (`backlog.catching_up`); they are then read again, not advanced.
+    """
     params = flt.params()
     moment = now or datetime.now(timezone.utc)
     with snapshot(conn):
+        backlog = rollups.rollup_backlog(conn)
         fold_id = fetch_one(conn, "rollup_log_state")["last_fold"]
         first = rollups.first_created(conn, params)
         bucket = bucket_for_span(params["date_from"] or first, params["date_to"] or (moment if first else None))
-        live = advance and advanceable(flt, bucket)
-        params = {**params, "with_pending": not live}
-        fig = Figures(flt=flt, fold_id=fold_id, live=live, bucket=bucket, first_created=first)
+        live = advance and advanceable(flt, bucket) and not backlog.catching_up
+        params = {**params, "with_pending": not live and not backlog.catching_up}
+        fig = Figures(flt=flt, fold_id=fold_id, live=live, bucket=bucket, first_created=first, backlog=backlog)
         for r in rollups.totals(conn, params, all_customers=False):
             fig.totals[(r["agent"], r["customer"], r["status"])] = {k: r[k] for k in SUMS}
         fig.bins = rollups.bins(conn, params)
@@ -102,15 +108,20 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
     return fig
 
 
-def changes_read(conn: psycopg.Connection, after: int) -> Changes:
-    """The log after fold `after` and the pending marks, for every filter at once."""
-    rollups.fold_if_behind(conn)  # no worker folding: the pending marks would only grow
+def changes_read(conn: psycopg.Connection, after: int, *, pending: bool = True) -> Changes:
+    """The log after fold `after` and (`pending`) the marks not folded yet, for every filter at once.
+
+    Never folds. The log costs what the folds since `after` changed; the pending marks cost what they
+    number, so they are left out while catching up, and when the caller wants figures as of the last fold."""
     with snapshot(conn):
+        backlog = rollups.rollup_backlog(conn) if pending else rollups.rollup_marks_exist(conn)
         state = fetch_one(conn, "rollup_log_state")
+        marks = (_grouped(fetch_all(conn, "rollup_pending_contrib"))
+                 if pending and not backlog.catching_up else {})
         return Changes(last_fold=state["last_fold"], pruned_through=state["pruned_through"],
                        folded=fetch_all(conn, "rollup_changes_after", {"after": after}),
                        folded_bins=fetch_all(conn, "rollup_change_bins_after", {"after": after}),
-                       **_grouped(fetch_all(conn, "rollup_pending_contrib")))
+                       backlog=backlog, **marks)
 
 
 BIN_COLUMNS = {"l": "latency_bin", "c": "confidence_bin", "a": "llm_bin", "m": "compute_bin", "s": "spend_bin"}
@@ -178,7 +189,7 @@ def _add(fig: Figures, rows: list[dict[str, Any]], bin_rows: list[dict[str, Any]
 
 def advance(fig: Figures, changes: Changes) -> bool:
     """Adds the folds after fig.fold_id; False when the figures must be read again instead."""
-    if not fig.live or fig.fold_id < changes.pruned_through:
+    if not fig.live or fig.fold_id < changes.pruned_through or changes.backlog.catching_up:
         return False
     rows = [r for r in changes.folded if r["fold_id"] > fig.fold_id]
     bin_rows = [r for r in changes.folded_bins if r["fold_id"] > fig.fold_id]
@@ -225,6 +236,8 @@ def summary_of(fig: Figures, *, now: datetime | None = None) -> Summary:
         median_latency_s=rollups.percentile("l", hist["l"], 0.5),
         p95_latency_s=rollups.percentile("l", hist["l"], 0.95),
         first_created_at=first, last_activity_at=(now or datetime.now(timezone.utc)) if first else None,
+        catching_up=fig.backlog.catching_up, as_of=fig.backlog.as_of,
+        backlog=fig.backlog.marks if fig.backlog.catching_up else 0,
         unpriced_attempts=int(total("unpriced")), compute_pending_attempts=int(total("compute_pending")),
         spend_per_task={name: {"p50": rollups.percentile(m, hist[m], 0.5), "p90": rollups.percentile(m, hist[m], 0.9),
                                "tasks": sum(hist[m].values())}
@@ -242,4 +255,5 @@ def charts_of(fig: Figures) -> Charts:
                   for (series, start), n in sorted(fig.throughput.items(), key=lambda kv: (kv[0][1], kv[0][0])) if n]
     return Charts(bucket_seconds=int(fig.bucket.total_seconds()), throughput=throughput,
                   cost_by_agent=cost_rows(rows, "agent"), cost_by_customer=cost_rows(rows, "customer", limit=30),
-                  latency_bins=latency_bins, confidence_bins=confidence_bins)
+                  latency_bins=latency_bins, confidence_bins=confidence_bins,
+                  catching_up=fig.backlog.catching_up, as_of=fig.backlog.as_of)

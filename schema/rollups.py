@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -20,8 +21,11 @@ BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
 NEVER_BEFORE = datetime(1, 1, 1, tzinfo=timezone.utc)
 NEVER_AFTER = datetime(9999, 12, 31, tzinfo=timezone.utc)
 EMPTY = (NEVER_BEFORE, NEVER_BEFORE)
-# A reader folds first when this many marks wait (no worker folding, or a burst of writes).
-FOLD_ON_READ_AT = 20_000
+# A read adds the marks not folded yet to the folded rows (exact figures) when at most this many
+# wait; beyond that (a bulk load, a backfill) it answers from what is folded and says it is catching
+# up. No read ever folds: the worker, or an app without one, folds in steps of FOLD_STEP_MARKS.
+PENDING_EXACT_MAX = 5_000
+FOLD_STEP_MARKS = 20_000
 
 # Histogram bins: log scale from these bases with a factor of 1.25 (see quire_log_bin).
 LOG_BASE = {"l": 0.1, "a": 1e-6, "m": 1e-6, "s": 1e-6}
@@ -109,38 +113,67 @@ def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tu
     return params
 
 
-def composed(name: str) -> sql.Composed:
-    """The named query with the rollup fragments composed in."""
+def composed(name: str, params: dict[str, Any]) -> sql.Composed:
+    """The named query with the rollup fragments composed in: the key and date conditions the filter
+    sets, and only those (a condition the filter leaves open is TRUE, never `param IS NULL OR ...`,
+    which a prepared statement's generic plan could not use an index for)."""
     # Each fragment by its full name, so one grep finds a query's definition and its users.
-    fragments = {key: sql.SQL(q(name)) for key, name in (("keys", "rollup_keys"), ("segments", "rollup_segments"),
-                                                         ("raw", "rollup_raw"), ("in_range", "rollup_in_range"))}
-    return sql.SQL(q(name)).format(**fragments)
+    keys = [sql.SQL(q(fragment)) for fragment, used in (
+        ("rollup_key_statuses", params.get("statuses")), ("rollup_key_agents", params.get("agents")),
+        ("rollup_key_customers", params.get("customers")), ("rollup_key_review", params.get("needs_review")))
+        if used]
+    in_range = [sql.SQL(q(fragment)) for fragment, used in (
+        ("rollup_from", params.get("date_from")), ("rollup_to", params.get("date_to"))) if used is not None]
+    return sql.SQL(q(name)).format(
+        keys=_all(keys), in_range=_all(in_range),
+        segments=sql.SQL(q("rollup_segments")), raw=sql.SQL(q("rollup_raw")))
+
+
+def _all(conditions: list[sql.Composable]) -> sql.Composable:
+    return sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False."""
-    return run_query(conn, composed(name), {"with_pending": True, **params})
+    return run_query(conn, composed(name, params), {"with_pending": True, **params})
 
 
-def rollup_fold(conn: psycopg.Connection) -> int:
-    """Folds pending marks; the number of tasks folded, or -1 when another fold holds the lock."""
-    return fetch_one(conn, "rollup_fold")["folded"]
+def count(conn: psycopg.Connection, flt_params: dict[str, Any]) -> int:
+    """How many tasks the filter selects (what is folded only when with_pending is False)."""
+    return run(conn, "rollup_count_filtered", filter_params(flt_params, TOTALS_GRAINS))[0]["n"]
+
+
+def rollup_fold(conn: psycopg.Connection, *, max_marks: int | None = None) -> int:
+    """Folds pending marks (at most `max_marks` of them); the number of tasks folded, or -1 when another
+    fold holds the lock."""
+    return fetch_one(conn, "rollup_fold", {"max_marks": max_marks})["folded"]
 
 
 def rollup_pending_count(conn: psycopg.Connection) -> int:
     return fetch_one(conn, "rollup_pending_count")["n"]
 
 
-def fold_if_behind(conn: psycopg.Connection, *, threshold: int | None = None) -> None:
-    """Folds before a read when many marks wait (FOLD_ON_READ_AT), so reads stay cheap without a worker."""
-    if rollup_pending_count(conn) >= (FOLD_ON_READ_AT if threshold is None else threshold):
-        try:
-            rollup_fold(conn)
-        except psycopg.errors.ReadOnlySqlTransaction:
-            conn.rollback()  # a read-only session (a replica, `quire status`): the read stays exact anyway
-            return
-        if not conn.autocommit:
-            conn.commit()
+@dataclass(frozen=True)
+class Backlog:
+    """The marks not folded yet, as a read sees them: few enough to count exactly, or catching up."""
+
+    marks: int                      # exact up to PENDING_EXACT_MAX; beyond it, the table's estimate
+    catching_up: bool               # too many to add to a read: figures are as of `as_of`
+    as_of: datetime | None = None   # when the oldest change not counted yet was made (catching up)
+
+
+def rollup_backlog(conn: psycopg.Connection) -> Backlog:
+    """How far the folds are behind, at a cost bounded by PENDING_EXACT_MAX marks, never the backlog's size."""
+    row = fetch_one(conn, "rollup_backlog_bounded", {"cap": PENDING_EXACT_MAX + 1})
+    if row["n"] <= PENDING_EXACT_MAX:
+        return Backlog(row["n"], False)
+    return Backlog(max(row["estimate"], row["n"]), True, row["oldest"])
+
+
+def rollup_marks_exist(conn: psycopg.Connection) -> Backlog:
+    """Whether any mark waits, as a backlog of one mark or none: the figures it goes with are as of
+    the last fold and advance by the log, whatever the backlog (it says nothing of catching up)."""
+    return Backlog(int(fetch_one(conn, "rollup_marks_exist")["waiting"]), False)
 
 
 def filter_params(flt_params: dict[str, Any], grains: dict[bool, tuple[str, ...]], *,

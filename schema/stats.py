@@ -73,6 +73,10 @@ class Summary:
     unpriced_attempts: int = 0          # usage reported without a price: never shown as $0
     compute_pending_attempts: int = 0   # finished job runs whose billing has not caught up yet
     spend_per_task: dict[str, dict[str, float | None]] = field(default_factory=dict)  # llm/compute/total: p50, p90
+    # A backlog is being folded in the background: the figures count what is folded (see schema.rollups).
+    catching_up: bool = False
+    as_of: datetime | None = None       # catching up: when the oldest change not counted yet was made
+    backlog: int = 0                    # changes not folded yet (an estimate when catching up)
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ class Charts:
     cost_by_customer: list[dict[str, Any]] = field(default_factory=list)
     latency_bins: list[dict[str, Any]] = field(default_factory=list)  # lo, hi, n
     confidence_bins: list[dict[str, Any]] = field(default_factory=list)  # lo, hi, n
+    catching_up: bool = False           # as Summary.catching_up
+    as_of: datetime | None = None
 
 
 def _composed(name: str, order_by: sql.Composable | None = None) -> sql.Composed:
@@ -268,13 +274,12 @@ class TaskCount:
 
 def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
     """Exact from the rollups, which hold every dashboard filter. An estimate (the planner's) only
-    when too many marks wait unfolded on a session that may not fold them (a read-only replica, no
-    worker running): the exact figure would read every marked task."""
-    rollups.fold_if_behind(conn)
-    if rollups.rollup_pending_count(conn) >= rollups.FOLD_ON_READ_AT:
+    while a backlog is folded in the background (a bulk load): the exact figure would read every
+    marked task."""
+    if rollups.rollup_backlog(conn).catching_up:
         plan = _run(conn, "task_count_estimate", flt.params())[0]
         return TaskCount(int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"]), exact=False)
-    return TaskCount(sum(r["tasks"] for r in rollups.totals(conn, flt.params())))
+    return TaskCount(rollups.count(conn, flt.params()))
 
 
 def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int | None,
@@ -296,9 +301,10 @@ def _task_row(row: dict[str, Any]) -> TaskRow:
 
 
 def stats_totals_all(conn: psycopg.Connection) -> list[dict[str, Any]]:
-    """Per agent and status over every task: counts, attempts, tokens and spend, from the rollups."""
-    rollups.fold_if_behind(conn)
-    return rollups.totals(conn, TaskFilter().params())
+    """Per agent and status over every task: counts, attempts, tokens and spend, from the rollups
+    (what is folded only, while a backlog is folded in the background)."""
+    pending = not rollups.rollup_backlog(conn).catching_up
+    return rollups.totals(conn, {**TaskFilter().params(), "with_pending": pending})
 
 
 def task_list_by_ids(conn: psycopg.Connection, ids: list[int]) -> list[dict[str, Any]]:

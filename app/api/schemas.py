@@ -11,7 +11,7 @@ from typing import Any, Literal
 from fastapi import HTTPException, Query
 from pydantic import BaseModel, ConfigDict, computed_field, create_model
 
-from app.services import STATUSES, make_filter
+from app.services import STATUSES, catching_up_note, make_filter
 from schema.models import Attempt, Task, TaskEvent
 from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
 
@@ -129,6 +129,10 @@ class SummaryOut(BaseModel):
     unpriced_attempts: int = 0
     compute_pending_attempts: int = 0
     spend_per_task: dict[str, dict[str, float | None]] = {}
+    catching_up: bool = False
+    as_of: datetime | None = None
+    backlog: int = 0
+    note: str | None = None
 
     @classmethod
     def of(cls, summary: Summary, charts: dict[str, Any]) -> "SummaryOut":
@@ -141,7 +145,8 @@ class SummaryOut(BaseModel):
                    p95_latency_s=summary.p95_latency_s, charts=charts,
                    unpriced_attempts=summary.unpriced_attempts,
                    compute_pending_attempts=summary.compute_pending_attempts,
-                   spend_per_task=summary.spend_per_task)
+                   spend_per_task=summary.spend_per_task, catching_up=summary.catching_up, as_of=summary.as_of,
+                   backlog=summary.backlog, note=catching_up_note(summary))
 
 
 class ChartsOut(BaseModel):
@@ -153,6 +158,8 @@ class ChartsOut(BaseModel):
     cost_by_customer: list[dict[str, Any]]
     latency_bins: list[dict[str, Any]]
     confidence_bins: list[dict[str, Any]]
+    catching_up: bool = False
+    as_of: datetime | None = None
 
 
 def event_data(event: StreamEvent) -> dict[str, Any]:

@@ -20,9 +20,12 @@ router = APIRouter(prefix="/api", tags=["dashboard"])
 @router.get("/summary", response_model=SummaryOut)
 async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
                       pool: ConnectionPool = Depends(get_pool)) -> SummaryOut:
-    """Counts per status, tokens, LLM cost, measured compute cost, latency, confidence and charts."""
-    overview = await services.summary(pool, flt)
-    charts = await services.charts(pool, flt)
+    """Counts per status, tokens, LLM cost, measured compute cost, latency, confidence and charts.
+
+    Read once a second at most per filter, for every page and API client showing it; `catching_up`
+    says a backlog (a bulk load) is being folded and the figures count what was folded (`as_of`)."""
+    overview, _ = await services.live_summary(pool, flt, exact=True)
+    charts, _ = await services.live_charts(pool, flt, exact=True)
     return SummaryOut.of(overview, plain(dataclasses.asdict(charts)))
 
 
@@ -30,7 +33,8 @@ async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Dep
 async def get_charts(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
                      pool: ConnectionPool = Depends(get_pool)) -> ChartsOut:
     """Throughput, cost by agent and customer, response time and confidence bins, for the same filters."""
-    return ChartsOut(**plain(dataclasses.asdict(await services.charts(pool, flt))))
+    charts, _ = await services.live_charts(pool, flt, exact=True)
+    return ChartsOut(**plain(dataclasses.asdict(charts)))
 
 
 class ComputeCostOut(BaseModel):

@@ -31,13 +31,18 @@ from schema.stats import StreamEvent, Summary, TaskFilter
 NARROW_PX = 700
 
 
+def deltas_apply(flt: TaskFilter) -> bool:
+    """Whether events alone say a task is in the filter (they carry agent and status only)."""
+    return not (flt.customers or flt.date_from or flt.date_to or flt.needs_review)
+
+
 def apply_deltas(summary: Summary, flt: TaskFilter, events: list[StreamEvent]) -> Summary:
     """The counts after these status changes, where the events alone say a task is in the filter.
 
     Events carry agent and status, not customer or submission time: with a customer or date filter
     the counts wait for the next (throttled) refresh instead.
     """
-    if flt.customers or flt.date_from or flt.date_to:
+    if not deltas_apply(flt):
         return summary
     counts = dict(summary.counts)
     for event in events:
@@ -72,6 +77,9 @@ class Dashboard:
                 ui.label("Operations").classes("text-2xl font-semibold text-slate-900")
                 ui.label("Progress, spend and quality of every document task").classes("quire-muted")
             self.updated = ui.label("").classes("text-xs quire-muted").props('data-testid="updated-at"')
+        # A bulk load or backfill is being folded in the background: say what the figures count.
+        self.catching_up = ui.label("").classes("text-xs text-amber-700").props('data-testid="catching-up"')
+        self.catching_up.set_visibility(False)
         self.agent_problems = AgentProblems(on_clear=self.clear_halt if who.operator else None)
         self.agent_controls = AgentControls(who, self.pause_agent, self.resume_agent)
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
@@ -106,12 +114,16 @@ class Dashboard:
             summary, current = await services.live_summary(self.pool, flt, since=since)
             if flt != self.filter:
                 return  # the filter changed meanwhile; its own refresh is under way
-            if seen != self.events_seen and self.summary is not None:
-                # Events arrived during the read: their deltas are already in the counts shown, which
-                # the read may predate. Keep those counts; the next refresh (marked due) settles them.
+            if self.summary is not None and (seen != self.events_seen or (not current and deltas_apply(flt))):
+                # Events arrived during the read, or the figures are as of a fold that predates some of
+                # them: their deltas are already in the counts shown. Keep those counts; the next
+                # refresh (marked due) settles them.
                 summary = dataclasses.replace(summary, counts=self.summary.counts, total=self.summary.total)
             self.summary = summary
             self.kpis.update(summary)
+            note = services.catching_up_note(summary)
+            self.catching_up.text = note or ""
+            self.catching_up.set_visibility(note is not None)
             if not current:
                 self.counts_dirty = True
             if table:

@@ -1,17 +1,41 @@
 -- name: rollup_fold
--- Folds every task marked since the last fold into the rollups (-1: another fold is running).
-SELECT quire_rollup_fold() AS folded;
+-- Folds the tasks marked since the last fold, all or the first %(max_marks)s marks (-1: another fold is running).
+SELECT quire_rollup_fold(%(max_marks)s::integer) AS folded;
 
 -- name: rollup_pending_count
--- Marks not folded yet: a reader folds first when too many pile up (no worker running).
+-- Marks not folded yet, all counted (tests and tools; reads use rollup_backlog_bounded).
 SELECT count(*) AS n FROM rollup_dirty;
 
--- name: rollup_keys
--- Fragment, not a query: the status, agent, customer and review filters on rollup or contribution rows x.
-(%(statuses)s::text[] IS NULL OR x.status::text = ANY(%(statuses)s::text[]))
-AND (%(agents)s::text[] IS NULL OR x.agent = ANY(%(agents)s::text[]))
-AND (%(customers)s::text[] IS NULL OR x.customer = ANY(%(customers)s::text[]))
-AND (NOT %(needs_review)s::boolean OR x.review)
+-- name: rollup_backlog_bounded
+-- How many marks wait, counted up to %(cap)s only (a read never pays for a bulk load's backlog); the
+-- table's estimate beyond that, and when the oldest waiting change was made (the fold takes marks
+-- in the table's order, so the first one left is about the oldest).
+SELECT (SELECT count(*) FROM (SELECT 1 FROM rollup_dirty LIMIT %(cap)s) d) AS n,
+       greatest(pg_stat_get_live_tuples('rollup_dirty'::regclass),
+                (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'rollup_dirty'::regclass))::bigint AS estimate,
+       (SELECT d.marked_at FROM rollup_dirty d LIMIT 1) AS oldest;
+
+-- name: rollup_marks_exist
+-- Whether any mark waits: open pages' read a second asks only this (it stops at the first mark),
+-- since counting them every second cost more than the rest of ten dashboards' reads during a drain.
+SELECT EXISTS (SELECT 1 FROM rollup_dirty) AS waiting;
+
+-- name: rollup_key_statuses
+-- Fragment, not a query: the filters on rollup or contribution rows x, each composed in only when the
+-- filter sets it (schema.rollups.composed), so that a prepared read's one plan can use the indexes.
+x.status::text = ANY(%(statuses)s::text[])
+
+-- name: rollup_key_agents
+-- Fragment: the agent filter.
+x.agent = ANY(%(agents)s::text[])
+
+-- name: rollup_key_customers
+-- Fragment: the customer filter.
+x.customer = ANY(%(customers)s::text[])
+
+-- name: rollup_key_review
+-- Fragment: the needs-review filter.
+x.review
 
 -- name: rollup_segments
 -- Fragment: the whole buckets a date range covers, at most two ranges per grain (see schema/rollups.py).
@@ -29,10 +53,29 @@ AND (NOT %(needs_review)s::boolean OR x.review)
 ((x.created_at >= %(r1_lo)s::timestamptz AND x.created_at < %(r1_hi)s::timestamptz)
  OR (x.created_at >= %(r2_lo)s::timestamptz AND x.created_at < %(r2_hi)s::timestamptz))
 
--- name: rollup_in_range
--- Fragment: the filter's own date range on a task's created_at.
-(%(date_from)s::timestamptz IS NULL OR x.created_at >= %(date_from)s::timestamptz)
-AND (%(date_to)s::timestamptz IS NULL OR x.created_at < %(date_to)s::timestamptz)
+-- name: rollup_from
+-- Fragment: the filter's own date range on a task's created_at, its start (composed in when set).
+x.created_at >= %(date_from)s::timestamptz
+
+-- name: rollup_to
+-- Fragment: its end.
+x.created_at < %(date_to)s::timestamptz
+
+-- name: rollup_count_filtered
+-- How many tasks a filter selects (the task table's total), read like rollup_totals_by_key but with
+-- the key columns only: no task's attempts are read, and the statement is small to plan.
+WITH pending AS (
+    -- An array, not a join: see rollup_pending_contrib.
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty WHERE %(with_pending)s::boolean) AS ids
+)
+SELECT (SELECT coalesce(sum(x.tasks), 0) FROM task_rollups x
+        WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys})
+     + (SELECT count(*) FROM tasks_with_review x WHERE {raw} AND {keys})
+     + (SELECT count(*) FROM tasks_with_review x
+        WHERE x.id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
+     - (SELECT count(*) FROM rollup_task_state x
+        WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
+     AS n;
 
 -- name: rollup_totals_by_key
 -- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus

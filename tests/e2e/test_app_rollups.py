@@ -60,3 +60,19 @@ def test_metrics_reads_the_rollups_through_prometheus_client(app_server):
                    "quire_model_call_tokens"):
         assert f"# TYPE {family} histogram" in text
     assert "# TYPE quire_callback_outcomes_total counter" in text or "# TYPE quire_callback_outcomes counter" in text
+
+
+def test_an_app_without_a_worker_folds_in_the_background(app_server):
+    # Runs last in this module: it adds a task. No read folds; the app's own loop does, in steps.
+    from schema import rollups
+    from tests.waiting import wait_until
+
+    server, conn = app_server
+    queue.enqueue(conn, agent="figures", document_uri="/x/c.pdf", customer="Late Co")
+    # Nothing else folds here (QUIRE_WORKER=off, and reads never fold): only the app's loop empties the marks.
+    wait_until(lambda: rollups.rollup_pending_count(conn) == 0, timeout=60, message="the app's fold")
+    with server.operator() as http:
+        summary = http.get("/api/summary").json()
+        charts = http.get("/api/charts").json()
+    assert summary["total"] == 4 and summary["catching_up"] is False and summary["note"] is None
+    assert charts["catching_up"] is False

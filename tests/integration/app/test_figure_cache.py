@@ -142,12 +142,13 @@ def test_the_total_is_an_estimate_said_to_be_one_only_where_exact_would_be_slow(
         make_task(conn, "alpha", customer="acme")
     reader = connect()
     reader.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    # Marks pile up past the threshold on a session that cannot fold them: an estimate, labelled.
-    monkeypatch.setattr(rollups, "FOLD_ON_READ_AT", 2)
+    # More marks wait than a read adds by itself (a bulk load being folded): an estimate, labelled.
+    monkeypatch.setattr(rollups, "PENDING_EXACT_MAX", 2)
     count = stats.task_count(reader, TaskFilter(customers=("acme",)))
     assert not count.exact and count.n >= 0
-    # Where the marks can be folded, the total is exact again.
-    assert stats.task_count(conn, TaskFilter(customers=("acme",))) == stats.TaskCount(5, exact=True)
+    # Once the marks are folded, the total is exact again.
+    rollups.rollup_fold(conn)
+    assert stats.task_count(reader, TaskFilter(customers=("acme",))) == stats.TaskCount(5, exact=True)
 
 
 def test_an_action_shows_in_the_next_ask_without_reading_the_figures_again(db_dsn, conn):
@@ -169,6 +170,36 @@ def test_an_action_shows_in_the_next_ask_without_reading_the_figures_again(db_ds
         summary, current = await cache.summary(TaskFilter())
         assert summary.counts["enqueued"] == 4 and current  # from the pending marks
         assert cache.reads["figures"] == 1
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        pool.close()
+
+
+def test_pages_read_as_of_the_last_fold_and_api_clients_share_one_exact_read(db_dsn, conn):
+    make_agent(conn, "alpha")
+    start = datetime.now(timezone.utc) - timedelta(days=30)  # a chart of days: figures advanced by the log
+    make_task(conn, "alpha", now=start)
+    rollups.rollup_fold(conn)
+    pool = db.make_pool(db_dsn, min_size=1, max_size=2)
+
+    async def scenario() -> None:
+        cache = FigureCache(pool, interval=60.0)  # nothing is due by time in this test
+        make_task(conn, "alpha", now=start + timedelta(days=1))  # a mark not folded yet
+        page, current = await cache.summary(TaskFilter(), exact=False)
+        # A page: as of the last fold, and said not to be current while a mark waits.
+        assert page.counts["enqueued"] == 1 and not current
+        api, current = await cache.summary(TaskFilter(), exact=True)
+        assert api.counts["enqueued"] == 2 and current  # the unfolded mark added, in one more read
+        for _ in range(3):  # every other API client within the second shares that read
+            again, _ = await cache.summary(TaskFilter(), exact=True)
+            assert again.counts["enqueued"] == 2
+        assert cache.reads["figures"] == 1 and cache.reads["changes"] == 2
+        rollups.rollup_fold(conn)
+        cache.forget()
+        page, current = await cache.summary(TaskFilter(), exact=False)
+        assert page.counts["enqueued"] == 2 and current  # folded: nothing waits, the page is current
 
     try:
         asyncio.run(scenario())
