@@ -213,6 +213,8 @@ class Task:
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
     held_seconds: float = 0.0         # time held before an operator released it (not queue time)
+    document_chars: int | None = None  # characters of its text, when read before the run
+    estimate_is_static: bool = False   # estimated before anything was learned: claims re-size it
     # Why it waits while enqueued (schema.waiting.WaitReason), until when, and a detail.
     waiting_reason: str | None = None
     waiting_until: datetime | None = None

@@ -285,7 +285,7 @@ def enqueue_many(conn: psycopg.Connection, tasks: list[Mapping[str, Any]], *, su
         return []
     _require_idle(conn)
     params: dict[str, Any] = {k: [t[k] for t in checked] for k in _BATCH_COLUMNS}
-    params.update(submitted_by=submitted_by, now=now)
+    params.update(submitted_by=submitted_by, retried_by=None, now=now)
     try:
         rows = _rows(conn, "task_insert_batch", params)
     except pg_errors.ForeignKeyViolation as exc:
@@ -634,13 +634,11 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
             raise UnknownTask(f"unknown task {task_id}")
         _set_actor(conn, actor)
         if task["status"] == TaskStatus.COMPLETED.value:
-            row = _row(conn, "task_insert", {
-                **{k: task[k] for k in ("agent", "customer", "document_uri", "document_name",
-                                        "document_sha256", "document_bytes", "pages",
-                                        "estimated_tokens", "max_attempts")},
-                "priority": task["priority"] if priority is None else priority,
-                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": now,
-                "batch_id": None, "held": False})
+            # The child goes in through the enqueue's statement, every column copied from its parent.
+            child = {**{k: task[k] for k in _BATCH_COLUMNS}, "parent_id": task_id, "batch_id": None, "held": False,
+                     "priority": task["priority"] if priority is None else priority}
+            row = _row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
+                                                   "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
         else:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
