@@ -11,8 +11,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema import queue
-from schema.errors import InvalidArgument, NotFound, TransactionInProgress
-from schema.sql import fetch_all, fetch_one
+from schema.errors import InvalidArgument, NotFound
+from schema.sql import fetch_all, fetch_one, require_idle
 
 # Completed attempts an agent's rates are learned from, newest first.
 LEARN_WINDOW = 500
@@ -215,8 +215,7 @@ def batch_get(conn: psycopg.Connection, batch_id: int) -> dict[str, Any]:
 
 def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: datetime | None = None) -> int:
     """Makes a held upload's tasks claimable; returns how many were released (0: it was not held)."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    require_idle(conn)
     batch_get(conn, batch_id)
     with conn.transaction():
         row = fetch_one(conn, "batch_release", {"batch_id": batch_id, "actor": actor, "now": now})

@@ -16,14 +16,14 @@ from psycopg.types.json import Jsonb
 
 from schema import payloads
 from schema.admission import Candidate, Load, admit
-from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProgress, UnknownAgent,
-                           UnknownAttempt, UnknownTask)
+from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent, UnknownAttempt, UnknownTask
 from schema.models import (MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
                            CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
                            agent_from_row, attempt_from_row, claim_from_row, event_from_row,
                            task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import require_idle as _require_idle
 
 # Token estimate when nothing better is known (see estimate_tokens).
 TOKENS_PER_PAGE = 650
@@ -53,11 +53,6 @@ def set_backoff(base_seconds: float, cap_seconds: float) -> None:
     if base_seconds <= 0 or cap_seconds <= 0:
         raise InvalidArgument("backoff seconds must be positive")
     _Backoff.base_seconds, _Backoff.cap_seconds = base_seconds, cap_seconds
-
-
-def _require_idle(conn: psycopg.Connection) -> None:
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
 
 
 def _tx(conn: psycopg.Connection):

@@ -11,8 +11,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from schema import payloads, queue
-from schema.errors import InvalidPayload, TransactionInProgress
-from schema.sql import q
+from schema.errors import InvalidPayload
+from schema.sql import q, require_idle
 
 # Attempt states in which nobody else has settled the attempt: the worker may report for it.
 REPORTABLE = frozenset({"processing", "lost"})
@@ -69,8 +69,7 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
     call: others of the same task come back as not settled and are retried by the caller.
     The statements go to the server together, in one round trip (pipeline mode).
     """
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    require_idle(conn)
     if not ended:
         return {}
     items: dict[int, dict[str, Any]] = {}
