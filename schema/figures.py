@@ -21,7 +21,7 @@ from psycopg.pq import TransactionStatus
 
 from schema import rollups
 from schema.sql import fetch_all, fetch_one
-from schema.stats import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
+from schema.stats_types import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
 
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
         "compute_cost_usd", "unpriced", "compute_pending", "confidence_n", "confidence_sum")
