@@ -14,8 +14,10 @@ from schema import payloads, queue
 from schema.errors import InvalidPayload
 from schema.sql import q, require_idle
 
-# Attempt states in which nobody else has settled the attempt: the worker may report for it.
-REPORTABLE = frozenset({"processing", "lost"})
+# Attempt states in which nobody else has settled the attempt: the worker may report for it. A
+# superseded attempt (another one completed its task first) is one: its report changes nothing of
+# the task, but what it spent is recorded on it, as the callback path records it.
+REPORTABLE = frozenset({"processing", "lost", "superseded"})
 
 
 @dataclass(frozen=True)
