@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 
 from schema import queue
 from schema.errors import InvalidArgument, NotFound
+from schema.models import MAX_PRIORITY, MIN_PRIORITY, is_priority
 from schema.sql import fetch_all, fetch_one, require_idle
 
 # Completed attempts an agent's rates are learned from, newest first.
@@ -127,8 +128,8 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
     if not files:
         raise InvalidArgument("a forecast needs at least one file")
-    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
-        raise InvalidArgument(f"priority must be from 0 to 9, not {priority!r}")
+    if not is_priority(priority):
+        raise InvalidArgument(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
     spec = queue.get_agent(conn, agent)
     rates = learned_rates(conn, agent)
 

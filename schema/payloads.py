@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from schema.errors import InvalidPayload
-from schema.models import assemble
+from schema.models import ReportStatus, assemble
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
@@ -39,7 +39,7 @@ def is_sha256(value: Any) -> bool:
 class Report:
     """A validated callback."""
 
-    status: str
+    status: ReportStatus
     result: dict[str, Any] | None
     confidence: float | None
     error: str | None
@@ -218,6 +218,9 @@ def _text(payload: Mapping[str, Any], key: str, limit: int = 512) -> str | None:
     return value[:limit]
 
 
+_REPORT_STATUSES = {status.value: status for status in ReportStatus}
+
+
 def parse_callback(payload: Any) -> Report:
     """A Report, or InvalidPayload naming the first thing wrong."""
     if not isinstance(payload, Mapping):
@@ -227,7 +230,7 @@ def parse_callback(payload: Any) -> Report:
         unknown = set(payload) - _KNOWN
         raise InvalidPayload(f"unknown callback fields: {', '.join(sorted(unknown))}")
     status = payload.get("status")
-    if status not in ("completed", "failed"):
+    if status not in _REPORT_STATUSES:
         raise InvalidPayload(f"status must be 'completed' or 'failed', not {status!r}")
     result = payload.get("result")
     if result is not None and not isinstance(result, dict):
@@ -253,7 +256,7 @@ def parse_callback(payload: Any) -> Report:
     # Built without the frozen dataclass's __init__ (Report's fields, in order); the checks run in
     # this order, so the first thing wrong is named.
     return assemble(Report, {
-        "status": status, "result": result, "confidence": confidence, "error": error,
+        "status": _REPORT_STATUSES[status], "result": result, "confidence": confidence, "error": error,
         "retryable": retryable, "input_tokens": _count(payload, "input_tokens", MAX_TOKENS),
         "output_tokens": _count(payload, "output_tokens", MAX_TOKENS),
         "llm_cost_usd": _money(payload, "llm_cost_usd"),

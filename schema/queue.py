@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 from schema import payloads
 from schema.admission import Candidate, Load, admit
 from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent, UnknownAttempt, UnknownTask
-from schema.models import (MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
-                           CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
+from schema.models import (DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
+                           CallbackKind, CallbackOutcome, Claim, ReportStatus, Task, TaskStatus,
                            agent_from_row, attempt_from_row, claim_from_row, event_from_row,
                            task_from_row)
 from schema.sql import fetch_all as _rows
@@ -205,7 +205,7 @@ _LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name"
             "document_uri": MAX_URI_CHARS}
 
 
-def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
+def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = DEFAULT_PRIORITY,
             customer: str | None = None, estimated_tokens: int | None = None,
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
@@ -229,13 +229,13 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
     unknown = set(item) - _TASK_FIELDS
     if unknown:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
-    task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
+    task = {"customer": None, "priority": DEFAULT_PRIORITY, "document_name": None, "document_sha256": None,
             "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
             "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, **item}
     try:
         _require_text(task.get("agent"), "agent")
         _require_text(task.get("document_uri"), "document_uri")
-        _require_int(task["priority"], "priority", low=0, high=9)
+        _require_int(task["priority"], "priority", low=MIN_PRIORITY, high=MAX_PRIORITY)
         _require_int(task["max_attempts"], "max_attempts", low=1)
         if task["pages"] is not None:
             _require_int(task["pages"], "pages", low=0, high=payloads.MAX_PAGES)
@@ -498,7 +498,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             raise UnknownAttempt(f"unknown attempt {attempt_id}")
         task_id, status = task["id"], TaskStatus(task["status"])
         noted = _row(conn, "attempt_note_report", {
-            "attempt_id": attempt_id, "status": report.status, "run_id": report.run_id,
+            "attempt_id": attempt_id, "status": report.status.value, "run_id": report.run_id,
             "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
             "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
             "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd,
@@ -525,7 +525,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             if report.pages is not None:
                 _rows(conn, "task_set_pages", common)
             return outcome(CallbackKind.IGNORED, status)
-        if report.status == "completed":
+        if report.status is ReportStatus.COMPLETED:
             done = _row(conn, "task_complete_from_attempt",
                         {**common, "result": Jsonb(report.result), "confidence": report.confidence})
             return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(done["superseded_ids"]))
@@ -586,7 +586,7 @@ def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_i
         throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
                           retry_after=report.pause_seconds, limited_at=limited_at,
                           stated_tpm=report.rate_limit_tpm, now=now)
-    elif report.status == "completed" and (report.input_tokens or report.output_tokens):
+    elif report.status is ReportStatus.COMPLETED and (report.input_tokens or report.output_tokens):
         throttle_recover(conn, {task["agent"]: 1}, now=now)
 
 
@@ -622,7 +622,7 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
     if priority is not None:
-        _require_int(priority, "priority", low=0, high=9)
+        _require_int(priority, "priority", low=MIN_PRIORITY, high=MAX_PRIORITY)
     with _tx(conn):
         task = _row(conn, "task_lock", {"task_id": task_id})
         if task is None:

@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from schema import payloads, queue
 from schema.errors import InvalidPayload
+from schema.models import ReportStatus
 from schema.sql import q, require_idle
 
 # Attempt states in which nobody else has settled the attempt: the worker may report for it. A
@@ -58,7 +59,7 @@ def _plain_completion(report: Mapping[str, Any] | None) -> payloads.Report | Non
         parsed = payloads.parse_callback(report)
     except InvalidPayload:
         return None
-    return parsed if parsed.status == "completed" and not parsed.rate_limited else None
+    return parsed if parsed.status is ReportStatus.COMPLETED and not parsed.rate_limited else None
 
 
 def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,

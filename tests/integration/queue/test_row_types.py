@@ -28,3 +28,13 @@ def test_task_rows_of_the_list_agree_with_the_task_model():
     assert set(row) - set(task) == _LIST_EXTRAS
     assert {name: kind for name, kind in row.items() if name in task} == \
         {name: task[name] for name in row if name in task}
+
+
+def test_the_status_enums_and_the_priority_range_mirror_the_database(conn):
+    labels = [r["enumlabel"] for r in conn.execute(
+        "SELECT enumlabel FROM pg_enum WHERE enumtypid = 'task_status'::regtype ORDER BY enumsortorder")]
+    assert labels == [s.value for s in models.TaskStatus]
+    [check] = [r["c"] for r in conn.execute(
+        "SELECT pg_get_constraintdef(oid) AS c FROM pg_constraint WHERE conrelid = 'tasks'::regclass"
+        " AND pg_get_constraintdef(oid) LIKE '%%priority >=%%'")]
+    assert f"priority >= {models.MIN_PRIORITY}" in check and f"priority <= {models.MAX_PRIORITY}" in check
