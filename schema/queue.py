@@ -197,9 +197,13 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
     return min(TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1), MAX_RESERVED_TOKENS)
 
 
-_BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
-                  "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
-                  "max_attempts", "parent_id", "batch_id", "held")
+# What a new task takes from its submitter beyond its agent and document_uri, with its default;
+# with estimate_is_static (worked out here) these are the columns task_insert_batch inserts.
+_TASK_DEFAULTS: dict[str, Any] = {
+    "customer": None, "priority": DEFAULT_PRIORITY, "document_name": None, "document_sha256": None,
+    "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
+    "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False}
+_BATCH_COLUMNS = ("agent", "document_uri", *_TASK_DEFAULTS, "estimate_is_static")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 _LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name": MAX_DOCUMENT_NAME_CHARS,
             "document_uri": MAX_URI_CHARS}
@@ -229,9 +233,7 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
     unknown = set(item) - _TASK_FIELDS
     if unknown:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
-    task = {"customer": None, "priority": DEFAULT_PRIORITY, "document_name": None, "document_sha256": None,
-            "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
-            "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, **item}
+    task = {**_TASK_DEFAULTS, **item}
     try:
         _require_text(task.get("agent"), "agent")
         _require_text(task.get("document_uri"), "document_uri")

@@ -38,3 +38,14 @@ def test_the_status_enums_and_the_priority_range_mirror_the_database(conn):
         "SELECT pg_get_constraintdef(oid) AS c FROM pg_constraint WHERE conrelid = 'tasks'::regclass"
         " AND pg_get_constraintdef(oid) LIKE '%%priority >=%%'")]
     assert f"priority >= {models.MIN_PRIORITY}" in check and f"priority <= {models.MAX_PRIORITY}" in check
+
+
+def test_the_insert_statement_takes_exactly_the_columns_the_engine_sends():
+    import re
+
+    from schema import queue
+    from schema.sql import q
+
+    [listed] = re.findall(r"INSERT INTO tasks \(([^)]*)\)", q("task_insert_batch"))
+    inserted = {c.strip() for c in listed.split(",")}
+    assert inserted - {"submitted_by", "retried_by", "run_after", "created_at", "updated_at"} == set(queue._BATCH_COLUMNS)
