@@ -235,7 +235,7 @@ def parse_callback(payload: Any) -> Report:
     result = payload.get("result")
     if result is not None and not isinstance(result, dict):
         raise InvalidPayload("result must be a JSON object or null")
-    if status == "completed" and result is None:
+    if status == ReportStatus.COMPLETED and result is None:
         raise InvalidPayload("a completed callback must carry a result")
     confidence = payload.get("confidence")
     if confidence is not None:
@@ -248,10 +248,10 @@ def parse_callback(payload: Any) -> Report:
     cannot_run = payload.get("agent_cannot_run", False)
     if not isinstance(cannot_run, bool):
         raise InvalidPayload("agent_cannot_run must be true or false")
-    if cannot_run and status != "failed":
+    if cannot_run and status != ReportStatus.FAILED:
         raise InvalidPayload("agent_cannot_run is for failed callbacks only")
     error = _text(payload, "error", MAX_ERROR_CHARS)
-    if status == "failed" and not error:
+    if status == ReportStatus.FAILED and not error:
         raise InvalidPayload("a failed callback must carry an error message")
     # Built without the frozen dataclass's __init__ (Report's fields, in order); the checks run in
     # this order, so the first thing wrong is named.

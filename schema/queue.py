@@ -17,10 +17,10 @@ from psycopg.types.json import Jsonb
 from schema import payloads
 from schema.admission import Candidate, Load, admit
 from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent, UnknownAttempt, UnknownTask
-from schema.models import (DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
-                           CallbackKind, CallbackOutcome, Claim, ReportStatus, Task, TaskStatus,
-                           agent_from_row, attempt_from_row, claim_from_row, event_from_row,
-                           task_from_row)
+from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_URI_CHARS,
+                           MIN_PRIORITY, Agent, Attempt, AttemptStatus, CallbackKind, CallbackOutcome, Claim,
+                           ReportStatus, Task, TaskStatus, agent_from_row, attempt_from_row, claim_from_row,
+                           event_from_row, task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
 from schema.sql import require_idle as _require_idle
@@ -533,7 +533,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(done["superseded_ids"]))
         is_current = status is TaskStatus.PROCESSING and task["current_attempt_id"] == attempt_id
         if not is_current:
-            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "failed",
+            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": AttemptStatus.FAILED.value,
                                            "error": report.error, "now": now})
             if report.pages is not None:
                 _rows(conn, "task_set_pages", common)

@@ -39,7 +39,7 @@ REVIEW_CONFIDENCE = 0.6
 
 def needs_review(status: str, confidence: float | None) -> bool:
     """Whether a task's result should be checked by a person."""
-    return status == "completed" and confidence is not None and confidence < REVIEW_CONFIDENCE
+    return status == TaskStatus.COMPLETED and confidence is not None and confidence < REVIEW_CONFIDENCE
 
 
 @dataclass(frozen=True)
