@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from schema.errors import QuireError, UnknownAgent
-from schema.models import DEFAULT_PRIORITY
+from schema.models import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY, TaskStatus, is_priority
 
 
 def _settings():
@@ -134,7 +134,7 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(counts, indent=2))
         return 0
-    statuses = ["enqueued", "processing", "completed", "failed", "cancelled"]
+    statuses = [s.value for s in TaskStatus]
     print(f"{'agent':<20}" + "".join(f"{s:>12}" for s in statuses))
     for agent, by_status in sorted(counts["agents"].items()):
         print(f"{agent:<20}" + "".join(f"{by_status.get(s, 0):>12}" for s in statuses))
@@ -225,8 +225,8 @@ def _priority(text: str) -> int:
         value = int(text)
     except ValueError:
         value = -1
-    if not 0 <= value <= 9:
-        raise argparse.ArgumentTypeError(f"priority must be from 0 to 9, not {text!r}")
+    if not is_priority(value):
+        raise argparse.ArgumentTypeError(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, not {text!r}")
     return value
 
 

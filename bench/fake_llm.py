@@ -14,10 +14,16 @@ import argparse
 import collections
 import json
 import math
+import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.fake_http import FakeHttpServer, Request  # noqa: E402
 
 COMPLETION_TOKENS = 60
 ANSWER = json.dumps({"document_type": "invoice", "fields": {}})
@@ -43,40 +49,16 @@ class RateLimitedChat:
         self.first_at: float | None = None
         self.last_at: float | None = None
         self.refusals: list[float] = []  # when each 429 was answered (time.monotonic)
-        outer = self
+        self.server = FakeHttpServer(self._serve, port=port)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
-                status, payload, headers = outer.answer(body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802
-                data = json.dumps(outer.stats()).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+    def _serve(self, request: Request) -> tuple[int, Any, dict[str, str]]:
+        if request.method == "GET":
+            return 200, self.stats(), {}
+        return self.answer(request.json() or {})
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.server.url}/v1"
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict, dict]:
         """A completion if the request fits the quota of the last minute, else 429 with Retry-After."""
@@ -116,13 +98,11 @@ class RateLimitedChat:
             return {"ok": self.ok, "rate_limited": self.rate_limited, "tokens": self.tokens, "tpm": self.tpm}
 
     def __enter__(self) -> RateLimitedChat:
-        self.thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        self.server.stop()
 
 
 def main() -> None:

@@ -20,10 +20,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -32,6 +30,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import generate_document, kind_for  # noqa: E402
+from bench.fake_http import FakeHttpServer, Request  # noqa: E402
 from bench.pgserver import bench_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,27 +38,16 @@ TOKEN = "bench-forecast-token"
 PRICE_IN, PRICE_OUT = 3.0, 15.0
 
 
-class FakeModel(BaseHTTPRequestHandler):
+def fake_model(request: Request) -> tuple[int, dict]:
     """Answers chat completions with an empty extraction; bills prompt characters / 4 plus an answer."""
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
-        answer = json.dumps({"document_type": "other", "fields": {}})
-        time.sleep(0.05 + prompt / 200_000)  # a model takes longer over longer prompts
-        reply = {"id": "fake", "object": "chat.completion", "model": body.get("model", "fake"),
+    body = request.json() or {}
+    prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
+    answer = json.dumps({"document_type": "other", "fields": {}})
+    time.sleep(0.05 + prompt / 200_000)  # a model takes longer over longer prompts
+    return 200, {"id": "fake", "object": "chat.completion", "model": body.get("model", "fake"),
                  "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
                  "usage": {"prompt_tokens": prompt, "completion_tokens": 120 + prompt // 20,
                            "total_tokens": prompt + 120 + prompt // 20}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 def free_port() -> int:
@@ -125,8 +113,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
     dsn = db.with_database(server_dsn, name)
     with db.connect(dsn) as conn:
         migrate(conn)
-    model = ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
-    threading.Thread(target=model.serve_forever, daemon=True).start()
+    model = FakeHttpServer(fake_model).start()
     (work / "quire.toml").write_text(
         f"[agents.documents]\nmax_concurrent_tasks = {args.concurrency}\nlease_seconds = 120\n"
         f"price_input_per_mtok = {PRICE_IN}\nprice_output_per_mtok = {PRICE_OUT}\n"
@@ -136,7 +123,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
     env.update(QUIRE_DATABASE_URL=dsn, QUIRE_DATA_DIR=str(work / "data"), QUIRE_CONFIG=str(work / "quire.toml"),
                QUIRE_PORT=str(port), QUIRE_OPERATOR_TOKEN=TOKEN, QUIRE_WORKER="on",
                QUIRE_WORKER_CONCURRENCY=str(args.concurrency), QUIRE_COMPUTE_RATE_USD_PER_HOUR="2.0",
-               QUIRE_LLM_BASE_URL=f"http://127.0.0.1:{model.server_port}/v1", QUIRE_LLM_MODEL="fake",
+               QUIRE_LLM_BASE_URL=f"{model.url}/v1", QUIRE_LLM_MODEL="fake",
                QUIRE_LLM_API_KEY="fake", QUIRE_LLM_PRICE_INPUT_PER_MTOK=str(PRICE_IN),
                QUIRE_LLM_PRICE_OUTPUT_PER_MTOK=str(PRICE_OUT), PYTHONPATH=str(ROOT))
     log = open(work / "server.log", "wb")
@@ -183,7 +170,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
             app.wait(timeout=30)
         except subprocess.TimeoutExpired:
             app.kill()
-        model.shutdown()
+        model.stop()
         with db.connect(server_dsn) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

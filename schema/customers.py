@@ -8,8 +8,8 @@ from decimal import Decimal, InvalidOperation
 
 import psycopg
 
-from schema.errors import InvalidArgument, TransactionInProgress
-from schema.sql import fetch_all, fetch_one
+from schema.errors import InvalidArgument
+from schema.sql import fetch_all, fetch_one, require_idle
 
 MAX_BUDGET_USD = Decimal("1000000000")
 
@@ -69,8 +69,7 @@ def customer_budget_set(conn: psycopg.Connection, customer: str, budget_usd: obj
                         now: datetime | None = None) -> CustomerBudget:
     """Sets or clears (None) a customer's monthly LLM budget; its waiting tasks move once under it."""
     name, amount = _customer(customer), _budget(budget_usd)
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    require_idle(conn)
     with conn.transaction():
         fetch_one(conn, "customer_budget_set", {"customer": name, "budget": amount, "actor": actor, "now": now})
     listed = {b.customer: b for b in customer_budget_list(conn, now=now)}

@@ -20,13 +20,13 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from schema import rollups
+from schema.models import TERMINAL_STATUSES
 from schema.sql import fetch_all, fetch_one
-from schema.stats import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
+from schema.stats_types import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
 
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
         "compute_cost_usd", "unpriced", "compute_pending", "confidence_n", "confidence_sum")
 METRICS = ("l", "c", "a", "m", "s")
-OUTCOMES = ("completed", "failed", "cancelled")
 ORIGIN = datetime(2000, 1, 1, tzinfo=timezone.utc)  # throughput buckets start here, as in the SQL
 HOUR = timedelta(hours=1)
 
@@ -178,7 +178,7 @@ def _add(fig: Figures, rows: list[dict[str, Any]], bin_rows: list[dict[str, Any]
         if row["tasks"]:
             start = ("submitted", _bin_start(row["hour"], fig.bucket))
             fig.throughput[start] = fig.throughput.get(start, 0) + row["tasks"]
-            if row["finished"] is not None and row["status"] in OUTCOMES:
+            if row["finished"] is not None and row["status"] in TERMINAL_STATUSES:
                 end = (row["status"], _bin_start(row["finished"], fig.bucket))
                 fig.throughput[end] = fig.throughput.get(end, 0) + row["tasks"]
     for row in bin_rows:

@@ -11,8 +11,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema import queue
-from schema.errors import InvalidArgument, NotFound, TransactionInProgress
-from schema.sql import fetch_all, fetch_one
+from schema.errors import InvalidArgument, NotFound
+from schema.models import MAX_PRIORITY, MIN_PRIORITY, is_priority
+from schema.sql import fetch_all, fetch_one, require_idle
 
 # Completed attempts an agent's rates are learned from, newest first.
 LEARN_WINDOW = 500
@@ -127,8 +128,8 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
     if not files:
         raise InvalidArgument("a forecast needs at least one file")
-    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
-        raise InvalidArgument(f"priority must be from 0 to 9, not {priority!r}")
+    if not is_priority(priority):
+        raise InvalidArgument(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
     spec = queue.get_agent(conn, agent)
     rates = learned_rates(conn, agent)
 
@@ -215,8 +216,7 @@ def batch_get(conn: psycopg.Connection, batch_id: int) -> dict[str, Any]:
 
 def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: datetime | None = None) -> int:
     """Makes a held upload's tasks claimable; returns how many were released (0: it was not held)."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    require_idle(conn)
     batch_get(conn, batch_id)
     with conn.transaction():
         row = fetch_one(conn, "batch_release", {"batch_id": batch_id, "actor": actor, "now": now})

@@ -35,9 +35,24 @@ class TaskStatus(str, Enum):
         return self.terminal
 
 
-# The priority a submission gets unless it names one ("normal" on the 0..9 scale): the UI, the API
-# and `quire submit` all use it.
+class ReportStatus(str, Enum):
+    """What an agent's report says of its attempt: the callback contract's `status`."""
+
+    COMPLETED = "completed"  # it extracted a result
+    FAILED = "failed"        # it could not; `retryable` says whether another attempt may
+
+
+# Priorities run from MIN_PRIORITY (bulk) to MAX_PRIORITY (the most urgent); the tasks table's CHECK
+# holds the same range. DEFAULT_PRIORITY is what a submission gets unless it names one ("normal"):
+# the engine, the UI, the API and `quire submit` all use it.
+MIN_PRIORITY = 0
+MAX_PRIORITY = 9
 DEFAULT_PRIORITY = 5
+
+
+def is_priority(value: object) -> bool:
+    """Whether `value` is a priority: a whole number (not a bool) from MIN_PRIORITY to MAX_PRIORITY."""
+    return isinstance(value, int) and not isinstance(value, bool) and MIN_PRIORITY <= value <= MAX_PRIORITY
 # Longest names stored: agent and customer names are in indexes (a btree row holds about 2,700
 # bytes); a document's name is the file name it was uploaded under.
 MAX_NAME_CHARS = 200
@@ -213,6 +228,8 @@ class Task:
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
     held_seconds: float = 0.0         # time held before an operator released it (not queue time)
+    document_chars: int | None = None  # characters of its text, when read before the run
+    estimate_is_static: bool = False   # estimated before anything was learned: claims re-size it
     # Why it waits while enqueued (schema.waiting.WaitReason), until when, and a detail.
     waiting_reason: str | None = None
     waiting_until: datetime | None = None

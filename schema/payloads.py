@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from schema.errors import InvalidPayload
-from schema.models import assemble
+from schema.models import ReportStatus, assemble
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",
@@ -39,7 +39,7 @@ def is_sha256(value: Any) -> bool:
 class Report:
     """A validated callback."""
 
-    status: str
+    status: ReportStatus
     result: dict[str, Any] | None
     confidence: float | None
     error: str | None
@@ -218,6 +218,9 @@ def _text(payload: Mapping[str, Any], key: str, limit: int = 512) -> str | None:
     return value[:limit]
 
 
+_REPORT_STATUSES = {status.value: status for status in ReportStatus}
+
+
 def parse_callback(payload: Any) -> Report:
     """A Report, or InvalidPayload naming the first thing wrong."""
     if not isinstance(payload, Mapping):
@@ -227,12 +230,12 @@ def parse_callback(payload: Any) -> Report:
         unknown = set(payload) - _KNOWN
         raise InvalidPayload(f"unknown callback fields: {', '.join(sorted(unknown))}")
     status = payload.get("status")
-    if status not in ("completed", "failed"):
+    if status not in _REPORT_STATUSES:
         raise InvalidPayload(f"status must be 'completed' or 'failed', not {status!r}")
     result = payload.get("result")
     if result is not None and not isinstance(result, dict):
         raise InvalidPayload("result must be a JSON object or null")
-    if status == "completed" and result is None:
+    if status == ReportStatus.COMPLETED and result is None:
         raise InvalidPayload("a completed callback must carry a result")
     confidence = payload.get("confidence")
     if confidence is not None:
@@ -245,15 +248,15 @@ def parse_callback(payload: Any) -> Report:
     cannot_run = payload.get("agent_cannot_run", False)
     if not isinstance(cannot_run, bool):
         raise InvalidPayload("agent_cannot_run must be true or false")
-    if cannot_run and status != "failed":
+    if cannot_run and status != ReportStatus.FAILED:
         raise InvalidPayload("agent_cannot_run is for failed callbacks only")
     error = _text(payload, "error", MAX_ERROR_CHARS)
-    if status == "failed" and not error:
+    if status == ReportStatus.FAILED and not error:
         raise InvalidPayload("a failed callback must carry an error message")
     # Built without the frozen dataclass's __init__ (Report's fields, in order); the checks run in
     # this order, so the first thing wrong is named.
     return assemble(Report, {
-        "status": status, "result": result, "confidence": confidence, "error": error,
+        "status": _REPORT_STATUSES[status], "result": result, "confidence": confidence, "error": error,
         "retryable": retryable, "input_tokens": _count(payload, "input_tokens", MAX_TOKENS),
         "output_tokens": _count(payload, "output_tokens", MAX_TOKENS),
         "llm_cost_usd": _money(payload, "llm_cost_usd"),

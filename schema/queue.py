@@ -16,14 +16,14 @@ from psycopg.types.json import Jsonb
 
 from schema import payloads
 from schema.admission import Candidate, Load, admit
-from schema.errors import (InvalidArgument, InvalidTransition, TransactionInProgress, UnknownAgent,
-                           UnknownAttempt, UnknownTask)
-from schema.models import (MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_URI_CHARS, Agent, Attempt,
-                           CallbackKind, CallbackOutcome, Claim, Task, TaskStatus,
-                           agent_from_row, attempt_from_row, claim_from_row, event_from_row,
-                           task_from_row)
+from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent, UnknownAttempt, UnknownTask
+from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_URI_CHARS,
+                           MIN_PRIORITY, Agent, Attempt, AttemptStatus, CallbackKind, CallbackOutcome, Claim,
+                           ReportStatus, Task, TaskStatus, agent_from_row, attempt_from_row, claim_from_row,
+                           event_from_row, task_from_row)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import require_idle as _require_idle
 
 # Token estimate when nothing better is known (see estimate_tokens).
 TOKENS_PER_PAGE = 650
@@ -53,11 +53,6 @@ def set_backoff(base_seconds: float, cap_seconds: float) -> None:
     if base_seconds <= 0 or cap_seconds <= 0:
         raise InvalidArgument("backoff seconds must be positive")
     _Backoff.base_seconds, _Backoff.cap_seconds = base_seconds, cap_seconds
-
-
-def _require_idle(conn: psycopg.Connection) -> None:
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
 
 
 def _tx(conn: psycopg.Connection):
@@ -202,15 +197,19 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
     return min(TOKENS_OVERHEAD + TOKENS_PER_PAGE * max(pages, 1), MAX_RESERVED_TOKENS)
 
 
-_BATCH_COLUMNS = ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
-                  "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
-                  "max_attempts", "parent_id", "batch_id", "held")
+# What a new task takes from its submitter beyond its agent and document_uri, with its default;
+# with estimate_is_static (worked out here) these are the columns task_insert_batch inserts.
+_TASK_DEFAULTS: dict[str, Any] = {
+    "customer": None, "priority": DEFAULT_PRIORITY, "document_name": None, "document_sha256": None,
+    "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
+    "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False}
+_BATCH_COLUMNS = ("agent", "document_uri", *_TASK_DEFAULTS, "estimate_is_static")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 _LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name": MAX_DOCUMENT_NAME_CHARS,
             "document_uri": MAX_URI_CHARS}
 
 
-def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = 0,
+def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority: int = DEFAULT_PRIORITY,
             customer: str | None = None, estimated_tokens: int | None = None,
             document_name: str | None = None, document_sha256: str | None = None,
             pages: int | None = None, document_bytes: int | None = None,
@@ -234,13 +233,11 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
     unknown = set(item) - _TASK_FIELDS
     if unknown:
         raise InvalidArgument(f"task {n}: unknown fields {', '.join(sorted(unknown))}")
-    task = {"customer": None, "priority": 0, "document_name": None, "document_sha256": None,
-            "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
-            "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, **item}
+    task = {**_TASK_DEFAULTS, **item}
     try:
         _require_text(task.get("agent"), "agent")
         _require_text(task.get("document_uri"), "document_uri")
-        _require_int(task["priority"], "priority", low=0, high=9)
+        _require_int(task["priority"], "priority", low=MIN_PRIORITY, high=MAX_PRIORITY)
         _require_int(task["max_attempts"], "max_attempts", low=1)
         if task["pages"] is not None:
             _require_int(task["pages"], "pages", low=0, high=payloads.MAX_PAGES)
@@ -285,7 +282,7 @@ def enqueue_many(conn: psycopg.Connection, tasks: list[Mapping[str, Any]], *, su
         return []
     _require_idle(conn)
     params: dict[str, Any] = {k: [t[k] for t in checked] for k in _BATCH_COLUMNS}
-    params.update(submitted_by=submitted_by, now=now)
+    params.update(submitted_by=submitted_by, retried_by=None, now=now)
     try:
         rows = _rows(conn, "task_insert_batch", params)
     except pg_errors.ForeignKeyViolation as exc:
@@ -503,7 +500,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             raise UnknownAttempt(f"unknown attempt {attempt_id}")
         task_id, status = task["id"], TaskStatus(task["status"])
         noted = _row(conn, "attempt_note_report", {
-            "attempt_id": attempt_id, "status": report.status, "run_id": report.run_id,
+            "attempt_id": attempt_id, "status": report.status.value, "run_id": report.run_id,
             "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
             "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
             "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd,
@@ -530,13 +527,13 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             if report.pages is not None:
                 _rows(conn, "task_set_pages", common)
             return outcome(CallbackKind.IGNORED, status)
-        if report.status == "completed":
+        if report.status is ReportStatus.COMPLETED:
             done = _row(conn, "task_complete_from_attempt",
                         {**common, "result": Jsonb(report.result), "confidence": report.confidence})
             return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(done["superseded_ids"]))
         is_current = status is TaskStatus.PROCESSING and task["current_attempt_id"] == attempt_id
         if not is_current:
-            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": "failed",
+            _rows(conn, "attempt_finish", {"attempt_id": attempt_id, "status": AttemptStatus.FAILED.value,
                                            "error": report.error, "now": now})
             if report.pages is not None:
                 _rows(conn, "task_set_pages", common)
@@ -591,7 +588,7 @@ def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_i
         throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
                           retry_after=report.pause_seconds, limited_at=limited_at,
                           stated_tpm=report.rate_limit_tpm, now=now)
-    elif report.status == "completed" and (report.input_tokens or report.output_tokens):
+    elif report.status is ReportStatus.COMPLETED and (report.input_tokens or report.output_tokens):
         throttle_recover(conn, {task["agent"]: 1}, now=now)
 
 
@@ -627,20 +624,18 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
     if priority is not None:
-        _require_int(priority, "priority", low=0, high=9)
+        _require_int(priority, "priority", low=MIN_PRIORITY, high=MAX_PRIORITY)
     with _tx(conn):
         task = _row(conn, "task_lock", {"task_id": task_id})
         if task is None:
             raise UnknownTask(f"unknown task {task_id}")
         _set_actor(conn, actor)
         if task["status"] == TaskStatus.COMPLETED.value:
-            row = _row(conn, "task_insert", {
-                **{k: task[k] for k in ("agent", "customer", "document_uri", "document_name",
-                                        "document_sha256", "document_bytes", "pages",
-                                        "estimated_tokens", "max_attempts")},
-                "priority": task["priority"] if priority is None else priority,
-                "parent_id": task_id, "submitted_by": actor, "retried_by": actor, "now": now,
-                "batch_id": None, "held": False})
+            # The child goes in through the enqueue's statement, every column copied from its parent.
+            child = {**{k: task[k] for k in _BATCH_COLUMNS}, "parent_id": task_id, "batch_id": None, "held": False,
+                     "priority": task["priority"] if priority is None else priority}
+            row = _row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
+                                                   "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
         else:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,

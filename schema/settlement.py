@@ -11,11 +11,14 @@ import psycopg
 from psycopg.rows import dict_row
 
 from schema import payloads, queue
-from schema.errors import InvalidPayload, TransactionInProgress
-from schema.sql import q
+from schema.errors import InvalidPayload
+from schema.models import ReportStatus
+from schema.sql import q, require_idle
 
-# Attempt states in which nobody else has settled the attempt: the worker may report for it.
-REPORTABLE = frozenset({"processing", "lost"})
+# Attempt states in which nobody else has settled the attempt: the worker may report for it. A
+# superseded attempt (another one completed its task first) is one: its report changes nothing of
+# the task, but what it spent is recorded on it, as the callback path records it.
+REPORTABLE = frozenset({"processing", "lost", "superseded"})
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ def _plain_completion(report: Mapping[str, Any] | None) -> payloads.Report | Non
         parsed = payloads.parse_callback(report)
     except InvalidPayload:
         return None
-    return parsed if parsed.status == "completed" and not parsed.rate_limited else None
+    return parsed if parsed.status is ReportStatus.COMPLETED and not parsed.rate_limited else None
 
 
 def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
@@ -69,8 +72,7 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
     call: others of the same task come back as not settled and are retried by the caller.
     The statements go to the server together, in one round trip (pipeline mode).
     """
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    require_idle(conn)
     if not ended:
         return {}
     items: dict[int, dict[str, Any]] = {}

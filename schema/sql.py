@@ -84,6 +84,16 @@ def q(name: str) -> str:
     return QUERIES[name]
 
 
+def require_idle(conn) -> None:
+    """Refuses a connection inside a transaction: engine calls run and commit their own."""
+    from psycopg.pq import TransactionStatus
+
+    from schema.errors import TransactionInProgress
+
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+
+
 def statement(conn):
     """Where one statement runs: the caller's transaction, or one of its own that commits at once.
 

@@ -16,7 +16,8 @@ def make_agent(conn, name: str = "docs", **overrides):
 
 def make_task(conn, agent: str = "docs", **overrides):
     n = next(_seq)
+    # Bulk (0) unless a test names a priority: tests order their tasks against that floor.
     fields = {"document_uri": f"file:///docs/doc-{n}.pdf", "document_name": f"doc-{n}.pdf",
-              "estimated_tokens": 1000}
+              "estimated_tokens": 1000, "priority": 0}
     fields.update(overrides)
     return queue.enqueue(conn, agent=agent, **fields)

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from schema import db, queue, settlement
 from schema.errors import InvalidPayload, QuireError
-from schema.models import Agent, AttemptStatus, Claim, TaskStatus
+from schema.models import Agent, AttemptStatus, Claim, ReportStatus, TaskStatus
 from schema.stats import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
@@ -67,7 +67,7 @@ class RunTableConfig:
 
 def failure_report(error: str, *, retryable: bool) -> dict[str, Any]:
     """A failed callback body the worker files on behalf of an attempt that could not report."""
-    return {"status": "failed", "error": (error or "attempt ended without reporting")[:4000],
+    return {"status": ReportStatus.FAILED.value, "error": (error or "attempt ended without reporting")[:4000],
             "retryable": retryable, "result": None}
 
 

@@ -15,6 +15,7 @@ from app.api.common import get_pool, get_settings
 from app.auth import Identity, require_operator, require_user
 from schema.errors import InvalidArgument, NotFound
 from schema.forecast import FileFacts
+from schema.models import DEFAULT_PRIORITY
 from schema.settings import Settings
 
 router = APIRouter(prefix="/api", tags=["foresight"])
@@ -28,7 +29,7 @@ class FileIn(BaseModel):
 
 class ForecastIn(BaseModel):
     agent: limits.Name | None = Field(None, description="default: QUIRE_DEFAULT_AGENT")
-    priority: limits.Priority = 0
+    priority: limits.Priority = DEFAULT_PRIORITY
     customer: limits.Name | None = None
     files: list[FileIn] = Field(..., min_length=1, max_length=100_000)
 

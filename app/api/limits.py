@@ -7,11 +7,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, StrictFloat, StrictInt
 
-from schema.models import MAX_NAME_CHARS
+from schema.models import MAX_NAME_CHARS, MAX_PRIORITY, MIN_PRIORITY, is_priority
 
 MAX_ID = 2**63 - 1                   # ids are bigint
 MAX_FILE_BYTES = 10**10              # a file's size in a forecast: 10 GB, far past any upload allowed
-PRIORITY_WORDS = "The priority must be a whole number from 0 to 9"
+PRIORITY_WORDS = f"The priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}"
 
 
 def _priority(value: Any) -> int:
@@ -20,7 +20,7 @@ def _priority(value: Any) -> int:
         raise ValueError(PRIORITY_WORDS)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
-    if not isinstance(value, int) or not 0 <= value <= 9:
+    if not is_priority(value):
         raise ValueError(f"{PRIORITY_WORDS}, not {str(value)[:20]!r}")
     return value
 

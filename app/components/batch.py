@@ -9,8 +9,8 @@ from nicegui import ui
 
 from app.components import format as fmt
 from app.services import SubmitResult, Upload
+from schema.models import TERMINAL_STATUSES
 
-TERMINAL = {"completed", "failed", "cancelled"}
 
 
 @dataclass
@@ -144,7 +144,7 @@ class BatchView:
 
     def _update_progress(self) -> None:
         tasks = [e for e in self.entries if e.result.task_id is not None]
-        done = sum(e.status in TERMINAL for e in tasks)
+        done = sum(e.status in TERMINAL_STATUSES for e in tasks)
         failed = sum(e.status == "failed" for e in tasks)
         rejected = sum(e.result.outcome == "rejected" for e in self.entries)
         duplicates = sum(e.result.outcome == "duplicate" for e in self.entries)

@@ -1,14 +1,3 @@
--- name: task_insert
--- Enqueues one task; the statement trigger logs the event and notifies listeners.
-INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
-                   document_bytes, pages, estimated_tokens, max_attempts, parent_id, submitted_by,
-                   retried_by, run_after, created_at, updated_at, batch_id, held)
-VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name)s,
-        %(document_sha256)s, %(document_bytes)s, %(pages)s, %(estimated_tokens)s, %(max_attempts)s,
-        %(parent_id)s, %(submitted_by)s, %(retried_by)s, coalesce(%(now)s, now()),
-        coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(batch_id)s, coalesce(%(held)s, false))
-RETURNING *;
-
 -- name: tasks_first_analyze_due
 -- Whether the tasks table was never analyzed (a new database) and already holds at least
 -- %(bytes)s bytes: enqueue_many then gathers its statistics itself (see FIRST_ANALYZE_BYTES).
@@ -21,18 +10,18 @@ WHERE c.oid = 'tasks'::regclass;
 ANALYZE (SKIP_LOCKED) tasks;
 
 -- name: task_insert_batch
--- Enqueues many tasks in one statement (one for a single task too): the arrays hold one entry per
--- task, in order. The actor is set first, in the same transaction, for the event log; the
+-- Enqueues many tasks in one statement (one for a single task too, and a retry's re-extraction
+-- child, %(retried_by)s naming who asked): the arrays hold one entry per task, in order. The actor is set first, in the same transaction, for the event log; the
 -- statement trigger logs the events and notifies once. Unknown agents or parents fail it whole.
 WITH actor AS (
     SELECT set_config('quire.actor', coalesce(%(submitted_by)s, ''), true) AS actor
 )
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                   parent_id, batch_id, held, submitted_by, run_after, created_at, updated_at)
+                   parent_id, batch_id, held, submitted_by, retried_by, run_after, created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
        r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts,
-       r.parent_id, r.batch_id, r.held, %(submitted_by)s,
+       r.parent_id, r.batch_id, r.held, %(submitted_by)s, %(retried_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
                              %(document_uri)s::text[], %(document_name)s::text[],

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agents.callback import SIGNATURE_HEADER, sign
+from bench.fake_http import FakeHttpServer
 from schema import queue
 from tests.e2e.app_harness import TOKEN, free_port, make_pdf, raw_request, start_app
 
@@ -53,9 +54,6 @@ def test_a_cross_origin_form_with_the_operators_cookie_changes_nothing(app_serve
 
 def test_a_page_on_another_port_cannot_cancel_through_the_operators_browser(app_server):
     """The reproduction: a signed-in browser opens a page from another port of the same host."""
-    import http.server
-    import threading
-
     from playwright.sync_api import sync_playwright
 
     from tests.e2e.app_harness import launch_browser
@@ -65,18 +63,7 @@ def test_a_page_on_another_port_cannot_cancel_through_the_operators_browser(app_
     html = (f'<form id="f" method="POST" enctype="text/plain" action="{server.url}/api/tasks/{task.id}/cancel">'
             '<input name="x" value="1"></form><script>document.getElementById("f").submit()</script>').encode()
 
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (the standard library's name)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(html)
-
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
+    other = FakeHttpServer(lambda request: (200, html, {"Content-Type": "text/html"})).start()
     try:
         with sync_playwright() as playwright:
             browser = launch_browser(playwright)
@@ -86,13 +73,13 @@ def test_a_page_on_another_port_cannot_cancel_through_the_operators_browser(app_
                 page.goto(f"{server.url}/login?token={TOKEN}&next=/dashboard")
                 page.wait_for_function("() => window.did_handshake === true")
                 with page.expect_response(lambda r: r.url.endswith(f"/api/tasks/{task.id}/cancel")) as answer:
-                    page.goto(f"http://127.0.0.1:{other.server_address[1]}/forged.html")
+                    page.goto(f"{other.url}/forged.html")
                 assert answer.value.status == 403
                 assert answer.value.request.header_value("cookie")  # the cookie did travel: only the origin stopped it
             finally:
                 browser.close()
     finally:
-        other.shutdown()
+        other.stop()
     assert queue.get_task(conn, task.id).status.value == "enqueued"
 
 

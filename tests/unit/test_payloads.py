@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from schema.errors import InvalidPayload
+from schema.models import ReportStatus
 from schema.payloads import MAX_DEPTH, Report, check_storable, parse_callback
 
 OK = {"status": "completed", "result": {}}
@@ -21,7 +22,7 @@ def test_a_report_is_the_constructors_report():
     body = {"status": "completed", "confidence": 1, "pages": 2, "result": {"fields": {}, "n": [1.5, "é"]},
             "input_tokens": 10, "output_tokens": 0, "llm_cost_usd": 0, "run_id": "r" * 600, "rate_limited": 0}
     report = parse_callback(body)
-    expected = Report(status="completed", result=body["result"], confidence=1.0, error=None, retryable=False,
+    expected = Report(status=ReportStatus.COMPLETED, result=body["result"], confidence=1.0, error=None, retryable=False,
                       input_tokens=10, output_tokens=0, llm_cost_usd=0.0, compute_cost_usd=None,
                       run_id="r" * 512, trace_id=None, pages=2)
     assert report == expected and repr(report) == repr(expected)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from schema import queue
+from schema import customers, forecast, queue, settlement
 from schema.errors import (InvalidArgument, InvalidPayload, TransactionInProgress, UnknownAgent,
                            UnknownAttempt, UnknownTask)
 from tests.factories import make_agent, make_task
@@ -68,4 +68,18 @@ def test_engine_calls_refuse_an_open_transaction(conn, claimed):
     conn.execute("SELECT 1")
     with pytest.raises(TransactionInProgress):
         queue.claim(conn, agent="docs", worker_id="w")
+    conn.rollback()
+
+
+@pytest.mark.parametrize("call", [
+    lambda conn, c: settlement.settle_ended(conn, [settlement.Ended(c.attempt_id)]),
+    lambda conn, c: customers.customer_budget_set(conn, "acme", 10, actor="ops"),
+    lambda conn, c: forecast.batch_release(conn, 1, actor="ops"),
+    lambda conn, c: queue.cancel(conn, c.task.id, actor="ops"),
+], ids=["settlement", "customers", "forecast", "queue"])
+def test_every_engine_module_refuses_an_open_transaction_alike(conn, claimed, call):
+    conn.autocommit = False
+    conn.execute("SELECT 1")
+    with pytest.raises(TransactionInProgress, match="commit or roll back first"):
+        call(conn, claimed)
     conn.rollback()

@@ -78,3 +78,19 @@ def test_retry_a_live_task_is_refused(conn):
     task = make_task(conn)
     with pytest.raises(InvalidTransition, match="enqueued"):
         queue.retry(conn, task.id, actor="ops")
+
+
+def test_a_re_extraction_keeps_every_column_that_sizes_its_reservation(conn):
+    make_agent(conn)
+    task = make_task(conn, customer="acme", estimated_tokens=None, document_chars=9000, pages=3,
+                     document_bytes=120_000, document_sha256="a" * 64)
+    assert task.estimate_is_static and task.document_chars == 9000
+    (c,) = queue.claim(conn, agent="docs", worker_id="w")
+    queue.apply_callback(conn, c.attempt_id, {"status": "completed", "result": {"v": 1}})
+    child = queue.retry(conn, task.id, actor="ana")
+    # Every column a new task takes from its submitter is copied, but its link and its batch.
+    for name in ("agent", "customer", "priority", "document_uri", "document_name", "document_sha256",
+                 "document_bytes", "document_chars", "pages", "estimated_tokens", "estimate_is_static",
+                 "max_attempts"):
+        assert getattr(child, name) == getattr(task, name), name
+    assert child.retried_by == "ana" and child.batch_id is None and not child.held

@@ -1,63 +1,43 @@
 """Lakebase OAuth: tokens minted through the real SDK client from a local fake of the REST API,
 cached, refreshed, and used as the password of every new connection."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from databricks.sdk import WorkspaceClient
 
+from bench.fake_http import FakeHttpServer, Request
 from schema import db
 from schema.lakebase import LakebaseCredentials, dsn_from_environment
 
 
-class FakeDatabricks(BaseHTTPRequestHandler):
+class FakeDatabricks:
+    """The credentials and instances endpoints of the REST API; records every request."""
+
     requests: list = []
     expiry = "2099-01-01T00:00:00Z"
 
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append((self.path, body, self.headers.get("Authorization")))
-        if self.path != "/api/2.0/database/credentials":
-            self.send_error(404)
-            return
-        reply = json.dumps({"token": f"tok-{len(self.requests)}", "expiration_time": type(self).expiry}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def do_GET(self):
+    @classmethod
+    def answer(cls, request: Request):
+        if request.method == "POST":
+            cls.requests.append((request.path, request.json(), request.headers.get("Authorization")))
+            if request.path != "/api/2.0/database/credentials":
+                return 404, {"error_code": "NOT_FOUND"}
+            return 200, {"token": f"tok-{len(cls.requests)}", "expiration_time": cls.expiry}
+        if not request.path.startswith("/api/2.0/database/instances"):
+            return 404, {"error_code": "NOT_FOUND"}
+        cls.requests.append((request.path, None, request.headers.get("Authorization")))
         # Two instances, paged as the real list is; only the second serves the app's database.
-        page = "second" if "page_token=p2" in self.path else "first"
-        if not self.path.startswith("/api/2.0/database/instances"):
-            self.send_error(404)
-            return
-        type(self).requests.append((self.path, None, self.headers.get("Authorization")))
-        answer = ({"database_instances": [{"name": "quire-prod", "read_write_dns": "prod.database.example"}],
-                   "next_page_token": "p2"} if page == "first" else
-                  {"database_instances": [{"name": "quire-dev", "read_write_dns": "dev.database.example",
-                                           "read_only_dns": "ro-dev.database.example"}]})
-        reply = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args):
-        pass
+        if "page_token=p2" not in request.path:
+            return 200, {"database_instances": [{"name": "quire-prod", "read_write_dns": "prod.database.example"}],
+                         "next_page_token": "p2"}
+        return 200, {"database_instances": [{"name": "quire-dev", "read_write_dns": "dev.database.example",
+                                             "read_only_dns": "ro-dev.database.example"}]}
 
 
 @pytest.fixture
 def fake_workspace():
     FakeDatabricks.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeDatabricks)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield WorkspaceClient(host=f"http://127.0.0.1:{server.server_port}", token="pat-for-tests")
-    server.shutdown()
+    with FakeHttpServer(FakeDatabricks.answer) as server:
+        yield WorkspaceClient(host=server.url, token="pat-for-tests")
 
 
 def test_tokens_are_minted_once_and_cached_until_near_expiry(fake_workspace):

@@ -10,8 +10,8 @@ import signal
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from bench.fake_http import FakeHttpServer, Request
 from schema import queue
 from schema.settings import Settings
 from schema.stats import StreamEvent
@@ -69,30 +69,19 @@ class HangingChat:
     def __init__(self):
         self.asked = threading.Event()
         self.release = threading.Event()
-        outer = self
+        self.server = FakeHttpServer(self._hang).start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.asked.set()
-                outer.release.wait(60)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    def _hang(self, request: Request) -> None:
+        self.asked.set()
+        self.release.wait(60)
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.server.url}/v1"
 
     def close(self) -> None:
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.stop()
 
 
 def test_agent_stopped_mid_call_reports_a_failure_with_its_spend_and_exits(tmp_path):

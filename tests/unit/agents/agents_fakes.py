@@ -7,49 +7,17 @@ import hmac
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Callable
+
+from bench.fake_http import FakeHttpServer, Request
 
 
-class _Server:
-    """A threading HTTP server on 127.0.0.1 with a random port, stopped on exit."""
+class _Server(FakeHttpServer):
+    """A fake whose handler takes the request (its path and headers) and the body."""
 
-    def __init__(self, handler: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, dict, dict]]):
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                length = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(length)
-                status, payload, headers = handler(self, body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+    def __init__(self, handler: Callable[[Request, bytes], tuple[int, dict, dict]]):
         self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(lambda request: handler(request, request.body))
 
 
 def completion(content: str, prompt_tokens: int = 120, completion_tokens: int = 30,
@@ -76,7 +44,7 @@ class FakeChatServer(_Server):
         self.api_key = api_key
         super().__init__(self._handle)
 
-    def _handle(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict, dict]:
+    def _handle(self, handler: Request, body: bytes) -> tuple[int, dict, dict]:
         if not handler.path.endswith("/chat/completions"):
             return 404, {"error": "not found"}, {}
         request = json.loads(body)
@@ -107,7 +75,7 @@ class CallbackServer(_Server):
         self.event = threading.Event()
         super().__init__(self._handle)
 
-    def _handle(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict, dict]:
+    def _handle(self, handler: Request, body: bytes) -> tuple[int, dict, dict]:
         signature = handler.headers.get("X-Quire-Signature")
         valid = signature == expected_signature(body, self.secret)
         with self.lock:
