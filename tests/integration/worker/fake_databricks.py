@@ -2,7 +2,7 @@
 
 OAuth (workspace OIDC discovery and client-credentials tokens that expire), Jobs 2.2 (run-now,
 runs/submit, runs/get, runs/cancel), the Files API, secrets, Lakebase database credentials, apps
-and SQL statement execution with results in several chunks. With `agent_env` set, a triggered run
+and SQL statement execution on a warehouse that runs the statements (fake_warehouse.py). With `agent_env` set, a triggered run
 starts the real agent as a subprocess with the job's parameters, as the bundle's job task does.
 """
 
@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.integration.worker.fake_warehouse import FakeWarehouse
 
 PAT = "x"  # the personal access token the worker's client uses in these tests
 
@@ -112,28 +114,6 @@ class IssuedToken:
     expires_at: float
 
 
-@dataclass
-class Statement:
-    """An executed statement's rows, served in chunks."""
-
-    rows: list[list[str | None]]
-    chunk_rows: int
-    polls_left: int
-
-    def chunk(self, index: int, statement_id: str) -> dict[str, Any]:
-        start = index * self.chunk_rows
-        rows = self.rows[start:start + self.chunk_rows]
-        data = {"chunk_index": index, "row_offset": start, "row_count": len(rows), "data_array": rows}
-        if start + self.chunk_rows < len(self.rows):
-            data["next_chunk_index"] = index + 1
-            data["next_chunk_internal_link"] = f"/api/2.0/sql/statements/{statement_id}/result/chunks/{index + 1}"
-        return data
-
-    @property
-    def chunk_count(self) -> int:
-        return max(1, -(-len(self.rows) // self.chunk_rows))
-
-
 class FakeWorkspace:
     """The workspace's state; every handler reads and writes it under one lock."""
 
@@ -151,12 +131,7 @@ class FakeWorkspace:
         self.token_valid_seconds: float | None = None
         self.file_delay_seconds = 0.0                # a slow Volume: downloads wait this long
         self.apps: dict[str, str] = {}               # app name -> URL
-        self.billing: list[dict[str, Any]] = []      # {job_run_id, dbus, cost_usd} usage rows
-        self.statements: dict[str, Statement] = {}
-        self.statement_texts: list[tuple[str, dict[str, str]]] = []
-        self.chunk_rows = 2
-        self.has_account_prices = True               # False: system.billing.account_prices is missing
-        self.pending_polls = 0
+        self.warehouse = FakeWarehouse()              # runs the billing SQL on fixture tables
         self.agent_env: dict[str, str] | None = None
         self.agent_cwd: str | None = None
         self._credential_ids = itertools.count(1)
@@ -197,38 +172,6 @@ class FakeWorkspace:
     def tokens_of(self, client_id: str) -> list[str]:
         with self.lock:
             return [t for t, issued in self.tokens.items() if issued.client_id == client_id]
-
-    # -- statement execution ----------------------------------------------------------------------
-
-    def execute(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        params = {p["name"]: p.get("value") for p in body.get("parameters") or []}
-        text = body.get("statement") or ""
-        self.statement_texts.append((text, params))
-        if "system.billing.usage" not in text:
-            return 400, {"error_code": "INVALID_PARAMETER_VALUE", "message": "the fake only knows the billing query"}
-        if "system.billing.account_prices" in text and not self.has_account_prices:
-            return 200, {"statement_id": "st-failed", "status": {"state": "FAILED", "error": {
-                "error_code": "BAD_REQUEST",
-                "message": "[TABLE_OR_VIEW_NOT_FOUND] The table `system`.`billing`.`account_prices` cannot be found"}}}
-        wanted = set((params.get("run_ids") or "").split(","))
-        rows = [[r["job_run_id"], str(r["dbus"]), None if r["cost_usd"] is None else str(r["cost_usd"])]
-                for r in self.billing if r["job_run_id"] in wanted]
-        statement_id = f"st-{len(self.statements) + 1}"
-        self.statements[statement_id] = Statement(rows, self.chunk_rows, self.pending_polls)
-        return 200, self.statement_answer(statement_id)
-
-    def statement_answer(self, statement_id: str) -> dict[str, Any]:
-        statement = self.statements[statement_id]
-        if statement.polls_left > 0:
-            statement.polls_left -= 1
-            return {"statement_id": statement_id, "status": {"state": "PENDING"}}
-        columns = [{"name": n, "position": i, "type_name": t} for i, (n, t) in
-                   enumerate([("job_run_id", "STRING"), ("dbus", "DOUBLE"), ("cost_usd", "DOUBLE")])]
-        return {"statement_id": statement_id, "status": {"state": "SUCCEEDED"},
-                "manifest": {"format": "JSON_ARRAY", "schema": {"column_count": 3, "columns": columns},
-                             "total_chunk_count": statement.chunk_count, "total_row_count": len(statement.rows),
-                             "truncated": False},
-                "result": statement.chunk(0, statement_id)}
 
     # -- jobs that run the real agent ---------------------------------------------------------------
 
@@ -304,15 +247,15 @@ class FakeWorkspace:
                 return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"no app {name}"}, {}
             return 200, {"name": name, "url": self.apps[name]}, {}
         if (method, path) == ("POST", "/api/2.0/sql/statements"):
-            return (*self.execute(body), {})
+            return (*self.warehouse.execute(body), {})
         if method == "GET" and path.startswith("/api/2.0/sql/statements/"):
             parts = path.split("/")
             statement_id = parts[5]
-            if statement_id not in self.statements:
+            if statement_id not in self.warehouse.statements:
                 return 404, {"error_code": "NOT_FOUND", "message": "no such statement"}, {}
             if len(parts) == 6:
-                return 200, self.statement_answer(statement_id), {}
-            return 200, self.statements[statement_id].chunk(int(parts[8]), statement_id), {}
+                return 200, self.warehouse.answer(statement_id), {}
+            return 200, self.warehouse.chunk(statement_id, int(parts[8])), {}
         return 404, {"error_code": "NOT_FOUND", "message": f"no {path}"}, {}
 
     def files_route(self, method: str, path: str, query: dict[str, list[str]],

@@ -50,7 +50,8 @@ def test_worker_claims_up_to_capacity_and_noop_completes(pool, conn, tmp_path):
         assert [a.status.value for a in done.attempts] == ["completed"]
     assert claimer.run_once() == 0
     assert table.counters.snapshot() == {"claims": 5, "throttled_claims": 0, "runs_started": 5,
-                                         "runs_handed_back": 0, "sweeps_recovered": 0}
+                                         "runs_handed_back": 0, "sweeps_recovered": 0,
+                                         "runs_detached": 0, "runs_reconciled": 0}
 
 
 def test_worker_an_ended_run_frees_its_slot_before_it_is_settled_up_to_one_set_of_slots(pool, conn, tmp_path):
@@ -94,7 +95,8 @@ def test_worker_claims_within_the_agent_throttle(pool, conn, tmp_path):
     assert claimer.counters.snapshot()["throttled_claims"] == 2
     assert table.hand_back_all() == 2
     assert table.counters.snapshot() == {"claims": 2, "throttled_claims": 2, "runs_started": 2,
-                                         "runs_handed_back": 2, "sweeps_recovered": 0}
+                                         "runs_handed_back": 2, "sweeps_recovered": 0,
+                                         "runs_detached": 0, "runs_reconciled": 0}
 
 
 def test_worker_a_throttled_agent_whose_backlog_ran_out_is_not_counted_as_throttled(pool, conn, tmp_path):
