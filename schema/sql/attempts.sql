@@ -34,9 +34,13 @@ WHERE task_id = %(task_id)s AND status = 'processing'
 RETURNING id;
 
 -- name: attempt_set_executor_info
--- The executor's handle on a running attempt: process id or job run id.
+-- The executor's handle on a running attempt: process id or job run id. A job run is billed by the
+-- billing tables whoever settles it (its worker, a callback, the run reconciler): its compute is
+-- pending from the moment it exists.
 UPDATE task_attempts SET pid = coalesce(%(pid)s, pid), job_run_id = coalesce(%(job_run_id)s, job_run_id),
-                         executor = coalesce(%(executor)s, executor)
+                         executor = coalesce(%(executor)s, executor),
+                         compute_state = CASE WHEN %(job_run_id)s::text IS NOT NULL AND compute_state IS NULL
+                                              THEN 'pending' ELSE compute_state END
 WHERE id = %(attempt_id)s;
 
 -- name: attempt_record_compute

@@ -62,6 +62,7 @@ class FakeJobs:
     requests: list[Request] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: Any = field(default_factory=lambda: itertools.count(1001))
+    broken: bool = False                      # every Jobs request answers 500 while set
 
     def set_state(self, run_id: int, life_cycle_state: str, result_state: str | None = None,
                   message: str = "", duration_ms: int = 0) -> None:
@@ -133,6 +134,7 @@ class FakeWorkspace:
         self.apps: dict[str, str] = {}               # app name -> URL
         self.warehouse = FakeWarehouse()              # runs the billing SQL on fixture tables
         self.agent_env: dict[str, str] | None = None
+        self.run_ended: list[Any] = []               # called with each FakeRun its agent ended
         self.agent_cwd: str | None = None
         self._credential_ids = itertools.count(1)
 
@@ -200,6 +202,8 @@ class FakeWorkspace:
                 run.result_state = "SUCCESS" if code == 0 else "FAILED"
                 run.state_message = "" if code == 0 else f"Task agent failed: the process exited with code {code}"
                 run.run_duration_ms = int((time.monotonic() - started) * 1000)
+            for hook in list(self.run_ended):
+                hook(run)
 
         threading.Thread(target=reap, daemon=True).start()
 
@@ -224,6 +228,8 @@ class FakeWorkspace:
         body = json.loads(raw) if raw and headers.get("Content-Type", "").startswith("application/json") else {}
         if path.startswith("/api/2.0/fs/files/"):
             return self.files_route(method, unquote(path[len("/api/2.0/fs/files"):]), query, raw)
+        if path.startswith("/api/2.2/jobs/") and self.jobs.broken:
+            return 500, {"error_code": "INTERNAL_ERROR", "message": "the Jobs service failed"}, {}
         if (method, path) in (("POST", "/api/2.2/jobs/run-now"), ("POST", "/api/2.2/jobs/runs/submit")):
             status, answer, run = self.jobs.run_now(body)
             if run is not None and self.agent_env is not None:
