@@ -31,7 +31,7 @@ APP_SP = ("sp-quire-app", "app-sp-secret", "quire-app@sp.example.com")
 JOB_SP = ("sp-quire-job", "job-sp-secret", "quire-job@sp.example.com")
 OPERATOR = ("user-operator", "operator-secret", "operator@example.com")
 VOLUME = "/Volumes/main/quire/documents"
-SAMPLES = sorted((Path(__file__).parents[2] / "app" / "samples").glob("*.pdf"))[:6]
+SAMPLES = sorted((Path(__file__).parents[2] / "app" / "samples").glob("*.pdf"))[:4]
 KILL_AFTER_SECONDS = 15  # Databricks Apps: SIGKILL 15 s after SIGTERM
 # What the fake bills each job run: one DBU an hour's record, corrected for every other run.
 DBUS, RESTATED = 1.0, 0.75
@@ -72,7 +72,7 @@ def workspace(tmp_path):
         ws.agent_env = agent_job_env(server.host, JOB_SP[0], JOB_SP[1], QUIRE_CALLBACK_KEY_SCOPE="quire",
                                      QUIRE_CALLBACK_KEY_NAME="callback-key", QUIRE_HEARTBEAT_SECONDS="0.5",
                                      QUIRE_CALLBACK_RETRIES="1")
-        ws.file_delay_seconds = 2.0  # each run reads its document from a slow Volume: runs overlap the redeploy
+        ws.file_delay_seconds = 1.5  # each run reads its document from a slow Volume: runs overlap the redeploy
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         ws.warehouse.add_price("JOBS_SERVERLESS_COMPUTE", PRICE, start=now - timedelta(days=30),
                                promotional=PROMOTION)
