@@ -35,8 +35,8 @@ LIMIT %(batch)s;
 -- name: attempt_record_billing_batch
 -- What the billing tables say of a batch of job runs, written to their attempts: figures that
 -- changed (or came for the first time) are rewritten and the attempt is 'billed' (provisional);
--- figures unchanged for :final_seconds after the run ended and after their last change become
--- 'final'; a run with no record :unbilled_seconds after it ended becomes 'unbilled'. Only
+-- figures of an ended run unchanged for :final_seconds after its end and after their last change
+-- become 'final'; a run with no record :unbilled_seconds after it ended becomes 'unbilled'. Only
 -- attempts still open (pending, billed) are touched; returns what changed.
 WITH seen AS (
     SELECT r.job_run_id, r.dbus, round(r.cost_usd, 6) AS cost_usd, r.unpriced_dbus <> 0 AS unpriced,
@@ -62,7 +62,7 @@ UPDATE task_attempts a SET
     billing_changed_at = CASE WHEN n.changed THEN coalesce(%(now)s, now()) ELSE a.billing_changed_at END,
     compute_state = CASE
         WHEN n.changed THEN 'billed'
-        WHEN a.compute_state = 'billed'
+        WHEN a.compute_state = 'billed' AND n.finished_at IS NOT NULL
              AND n.quiet_since <= coalesce(%(now)s, now()) - make_interval(secs => %(final_seconds)s)
             THEN 'final'
         WHEN a.compute_state = 'pending'
@@ -72,7 +72,7 @@ UPDATE task_attempts a SET
 FROM next n
 WHERE a.id = n.id
   AND (n.changed
-       OR (a.compute_state = 'billed'
+       OR (a.compute_state = 'billed' AND n.finished_at IS NOT NULL
            AND n.quiet_since <= coalesce(%(now)s, now()) - make_interval(secs => %(final_seconds)s))
        OR (a.compute_state = 'pending'
            AND n.finished_at <= coalesce(%(now)s, now()) - make_interval(secs => %(unbilled_seconds)s)))

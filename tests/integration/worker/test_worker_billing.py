@@ -162,3 +162,22 @@ def test_the_warehouse_refuses_what_the_platform_refuses(fake):
     with pytest.raises(billing.BillingQueryFailed, match="INSUFFICIENT_PERMISSIONS"):
         fake.workspace.warehouse.denied = "system.billing.usage"
         billing.usage_for_runs(client, "wh-1", WORKSPACE, ["1"], since=datetime.now().date())
+
+
+def test_a_run_still_going_is_billed_as_it_goes_and_is_final_only_once_it_ended(conn, pool, fake):
+    make_agent(conn, "remote", executor="databricks")
+    make_task(conn, "remote")
+    [claim] = queue.claim(conn, agent="remote", worker_id="w")
+    # Its job run id is stored as it starts: its compute is pending from then on.
+    queue.record_executor_info(conn, claim.attempt_id, job_run_id="6001", executor="databricks")
+    assert figures(conn, claim.attempt_id)[0] == "pending"
+    wh = fake.workspace.warehouse
+    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    wh.add_price(SKU, 0.40, start=now - timedelta(days=2))
+    wh.add_usage("6001", 2.0, workspace_id=WORKSPACE, start=now - timedelta(minutes=30))
+    eager = reconciler(pool, final_seconds=0, unbilled_seconds=0)
+    assert eager.run_once() == 1 and eager.run_once() == 0
+    assert figures(conn, claim.attempt_id) == ("billed", 2.0, pytest.approx(0.8), False)  # not final while it runs
+    queue.apply_callback(conn, claim.attempt_id, {"status": "completed", "result": {"fields": {}}})
+    assert eager.run_once() == 1
+    assert figures(conn, claim.attempt_id)[0] == "final"
