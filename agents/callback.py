@@ -54,11 +54,7 @@ def resolve_secret(attempt_id: int | None) -> str:
         raise ConfigurationError("--attempt-id is needed to derive the callback secret")
     if key:
         return derive_attempt_secret(key, attempt_id)
-    from databricks.sdk import WorkspaceClient
-
-    # The secrets API returns the value base64-encoded.
-    value = WorkspaceClient().secrets.get_secret(scope=scope, key=name).value or ""
-    return derive_attempt_secret(base64.b64decode(value), attempt_id)
+    return derive_attempt_secret(read_secret(scope, name), attempt_id)
 
 
 class CallbackRejected(Exception):
@@ -69,14 +65,45 @@ class CallbackFailed(Exception):
     """The callback could not be delivered within the retry budget."""
 
 
-def databricks_auth_headers() -> Callable[[], dict[str, str]]:
-    """The job's own Databricks credentials as headers, asked for per request so OAuth refreshes."""
+def read_secret(scope: str, key: str) -> bytes:
+    """A secret's bytes from a Databricks secret scope, read with the job's own credentials."""
+    from databricks.sdk import WorkspaceClient
+
+    # The secrets API returns the value base64-encoded.
+    return base64.b64decode(WorkspaceClient().secrets.get_secret(scope=scope, key=key).value or "")
+
+
+def app_bearer(scope: str | None = None, client_id_key: str | None = None,
+               client_secret_key: str | None = None) -> Callable[[], dict[str, str]]:
+    """Authorization headers the Databricks Apps proxy accepts, asked for per request so they refresh.
+
+    The proxy takes OAuth tokens of a principal with CAN USE on the app; a job's own runtime token
+    is not one. So the job's service principal mints machine-to-machine OAuth tokens
+    (client_credentials at {host}/oidc/v1/token) with its client id and secret, which the job reads
+    from the secret scope (never from job parameters). Without a scope, an M2M client already in
+    the environment (DATABRICKS_CLIENT_ID / DATABRICKS_CLIENT_SECRET) is used.
+    """
     from databricks.sdk.core import Config
 
     try:
-        return Config().authenticate
+        if scope and client_id_key and client_secret_key:
+            host = os.environ.get("DATABRICKS_HOST") or Config().host
+            config = Config(host=host, client_id=read_secret(scope, client_id_key).decode().strip(),
+                            client_secret=read_secret(scope, client_secret_key).decode().strip(),
+                            auth_type="oauth-m2m")
+        elif os.environ.get("DATABRICKS_CLIENT_ID") and os.environ.get("DATABRICKS_CLIENT_SECRET"):
+            config = Config(auth_type="oauth-m2m")
+        else:
+            raise ConfigurationError(
+                "no OAuth client for callbacks through the Databricks Apps proxy: pass --oauth-client-id-key "
+                "and --oauth-client-secret-key (keys of --callback-key-scope holding the job principal's "
+                "OAuth client), or set DATABRICKS_CLIENT_ID and DATABRICKS_CLIENT_SECRET")
+        config.authenticate()  # fails now, with the SDK's reason, rather than at the first callback
+        return config.authenticate
+    except ConfigurationError:
+        raise
     except Exception as exc:  # the SDK's own message names what is missing
-        raise ConfigurationError(f"no Databricks credentials for callbacks: {exc}") from exc
+        raise ConfigurationError(f"no OAuth token for callbacks: {exc}") from exc
 
 
 def refusal(response: httpx.Response) -> str:

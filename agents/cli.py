@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from agents.callback import (
-    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, databricks_auth_headers, resolve_secret,
+    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, app_bearer, resolve_secret,
 )
 from agents.durable import is_volume_path, write_report
 from agents.errors import ConfigurationError
@@ -33,20 +33,30 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--extractor", choices=("offline", "llm"), default="offline")
     run_cmd.add_argument("--out", help="also write the payload JSON to this file")
     run_cmd.add_argument("--callback-auth", choices=("none", "databricks"), default="none",
-                         help="databricks: send the job's own Databricks OAuth bearer with callbacks")
+                         help="databricks: send an OAuth bearer of the job's service principal with callbacks")
     # The agent's configuration travels with the run; an empty value means "not configured".
     run_cmd.add_argument("--model", help="model or serving endpoint (sets QUIRE_LLM_MODEL)")
     run_cmd.add_argument("--price-input-per-mtok", help="USD per million input tokens")
     run_cmd.add_argument("--price-output-per-mtok", help="USD per million output tokens")
     run_cmd.add_argument("--callback-key-scope", help="secret scope of the shared callback key")
     run_cmd.add_argument("--callback-key-name", help="secret key of the shared callback key")
+    run_cmd.add_argument("--oauth-client-id-key",
+                         help="key in the callback key's scope holding the job principal's OAuth client id")
+    run_cmd.add_argument("--oauth-client-secret-key",
+                         help="key in the callback key's scope holding the job principal's OAuth client secret")
+    # What a job's environment does not say by itself (sets DATABRICKS_HOST, MLFLOW_*).
+    run_cmd.add_argument("--workspace-host", help="the workspace URL: the serving endpoints and MLflow live there")
+    run_cmd.add_argument("--mlflow-tracking-uri", help="where traces go (databricks: the workspace's MLflow)")
+    run_cmd.add_argument("--mlflow-experiment", help="the experiment traces go to (an absolute path on Databricks)")
     return parser
 
 
 # Flag -> the environment variable the extractors read it from.
 RUN_SETTINGS = {"model": "QUIRE_LLM_MODEL", "price_input_per_mtok": "QUIRE_LLM_PRICE_INPUT_PER_MTOK",
                 "price_output_per_mtok": "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK",
-                "callback_key_scope": "QUIRE_CALLBACK_KEY_SCOPE", "callback_key_name": "QUIRE_CALLBACK_KEY_NAME"}
+                "callback_key_scope": "QUIRE_CALLBACK_KEY_SCOPE", "callback_key_name": "QUIRE_CALLBACK_KEY_NAME",
+                "workspace_host": "DATABRICKS_HOST", "mlflow_tracking_uri": "MLFLOW_TRACKING_URI",
+                "mlflow_experiment": "MLFLOW_EXPERIMENT_NAME"}
 
 
 def apply_run_settings(args: argparse.Namespace) -> None:
@@ -77,13 +87,22 @@ def command_run(args: argparse.Namespace) -> int:
     signed = bool(args.callback_url or args.heartbeat_url)
     try:
         secret = resolve_secret(args.attempt_id) if signed else None
-        auth = databricks_auth_headers() if signed and args.callback_auth == "databricks" else None
     except ConfigurationError as exc:
         # Without a secret nothing can be reported; the orchestrator's lease sweeper takes over.
         log.error("%s", exc)
         return EXIT_FAILED
+    auth, no_bearer = None, None
+    if signed and args.callback_auth == "databricks":
+        try:
+            auth = app_bearer(os.environ.get("QUIRE_CALLBACK_KEY_SCOPE"), args.oauth_client_id_key,
+                              args.oauth_client_secret_key)
+        except ConfigurationError as exc:
+            # The proxy would refuse every request: the work goes on and its signed report is kept
+            # in the Volume, which the orchestrator reads when the run ends.
+            no_bearer = str(exc)
+            log.error("%s; the report goes to the Volume only", no_bearer)
     with contextlib.ExitStack() as stack:
-        if args.heartbeat_url:
+        if args.heartbeat_url and not no_bearer:
             beat_client = CallbackClient(secret, auth_headers=auth)
             stack.callback(beat_client.close)
             stack.enter_context(Heartbeat(beat_client, args.heartbeat_url))
@@ -98,6 +117,8 @@ def command_run(args: argparse.Namespace) -> int:
         print(text)
         return outcome.exit_code
     kept = keep_in_volume(args, outcome.payload, secret)
+    if no_bearer:
+        return outcome.exit_code if kept else EXIT_FAILED
     client = CallbackClient(secret, auth_headers=auth)
     try:
         status = client.post(args.callback_url, outcome.payload)

@@ -48,7 +48,7 @@ class Endpoint:
 
     @classmethod
     def from_env(cls) -> Endpoint:
-        """The endpoint from QUIRE_LLM_*, or Databricks serving when only DATABRICKS_HOST is set."""
+        """The endpoint from QUIRE_LLM_*, or the workspace's serving endpoints on Databricks."""
         model = os.environ.get("QUIRE_LLM_MODEL", "").strip()
         if not model:
             raise ConfigurationError(
@@ -58,7 +58,8 @@ class Endpoint:
             key = os.environ.get("QUIRE_LLM_API_KEY", "").strip()
             headers = {"Authorization": f"Bearer {key}"} if key else {}
             return cls(base.rstrip("/"), model, lambda: dict(headers))
-        if os.environ.get("DATABRICKS_HOST"):
+        if os.environ.get("DATABRICKS_HOST") or os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+            # In a job the runtime's own credentials also name the workspace.
             from databricks.sdk import WorkspaceClient
 
             config = WorkspaceClient().config
@@ -66,7 +67,8 @@ class Endpoint:
             # headers are asked for on every call so OAuth tokens refresh during long runs.
             return cls(f"{config.host.rstrip('/')}/serving-endpoints", model, config.authenticate)
         raise ConfigurationError(
-            "no LLM endpoint: set QUIRE_LLM_BASE_URL (OpenAI-compatible) or DATABRICKS_HOST")
+            "no LLM endpoint: set QUIRE_LLM_BASE_URL (OpenAI-compatible) or DATABRICKS_HOST "
+            "(a job is given it by --workspace-host)")
 
 
 class ChatClient:

@@ -58,11 +58,17 @@ class Tracer:
             return cls()
         # Export each trace as its span ends, so a short-lived job loses nothing at exit.
         os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+        if is_databricks_uri(uri) and not experiment.startswith("/"):
+            # The workspace's MLflow refuses it (INVALID_PARAMETER_VALUE): said plainly here.
+            log.warning("MLflow tracing disabled: on Databricks the experiment must be an absolute "
+                        "workspace path such as /Shared/quire, not %r (set MLFLOW_EXPERIMENT_NAME)", experiment)
+            return cls()
         try:
             import mlflow
 
             mlflow.set_tracking_uri(uri)
-            mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
+            mlflow.set_experiment(experiment)
         except Exception as exc:  # tracing must never cost the extraction itself
             log.warning("MLflow tracing disabled: %s", exc)
             return cls()
@@ -105,6 +111,11 @@ class Tracer:
             log.warning("could not flush MLflow traces: %s", exc)
 
 
+def is_databricks_uri(uri: str) -> bool:
+    """Whether traces go to a Databricks workspace's MLflow ("databricks" or "databricks://profile")."""
+    return uri == "databricks" or uri.startswith("databricks://")
+
+
 def database_reachable(uri: str, timeout: float = 3.0) -> bool:
     """For database tracking URIs, whether the server accepts a TCP connection."""
     parsed = urlsplit(uri)
@@ -143,18 +154,18 @@ def record_usage(span: Any, input_tokens: int, output_tokens: int, cost: tuple[f
 
 
 def prices() -> tuple[float, float] | None:
-    """The agent's USD per million input and output tokens, as the run was given them; None if unset.
+    """The agent's USD per million input and output tokens, as the run was given them; None unless both are set.
 
     The worker sets QUIRE_LLM_PRICE_*_PER_MTOK from the agent's configuration (or passes them as
-    job parameters); a run with usage and no price is unpriced, never $0.
+    job parameters); a run with usage and a missing price is unpriced, never $0 for that side.
     """
     def read(name: str) -> float | None:
         raw = os.environ.get(name, "").strip()
         return float(raw) if raw else None
     price_in, price_out = read("QUIRE_LLM_PRICE_INPUT_PER_MTOK"), read("QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
-    if price_in is None and price_out is None:
+    if price_in is None or price_out is None:
         return None
-    return price_in or 0.0, price_out or 0.0
+    return price_in, price_out
 
 
 def cost_of(input_tokens: int, output_tokens: int) -> tuple[float, float] | None:

@@ -157,8 +157,11 @@ def cmd_requirements(args) -> int:
 
 def cmd_grants(args) -> int:
     from app.deploy import grants
+    from schema import db
 
-    for statement in grants(_prepare(), args.principal, apply=args.apply):
+    # Only grants: the database is neither migrated nor given quire.toml's agents here.
+    dsn = db.database_url(_settings())
+    for statement in grants(dsn, args.principal, apply=args.apply, owner=args.owner):
         print(statement)
     if args.apply:
         print(f"-- applied to {args.principal}", file=sys.stderr)
@@ -206,8 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     requirements = sub.add_parser("requirements", help="print requirements.txt for the Databricks Apps build")
     requirements.add_argument("--write", action="store_true", help="write requirements.txt beside pyproject.toml")
     requirements.set_defaults(fn=cmd_requirements)
-    grants = sub.add_parser("grants", help="print (or apply) explicit grants on the queue's tables")
+    grants = sub.add_parser("grants", help="print (or apply) the role and grants a principal needs on the queue")
     grants.add_argument("--principal", required=True, help="Postgres role: a service principal's application id")
+    grants.add_argument("--owner", help="the role that runs the migrations (default: the connected role): "
+                                        "tables it creates later are granted by default privileges")
     grants.add_argument("--apply", action="store_true", help="run the grants (one transaction)")
     grants.set_defaults(fn=cmd_grants)
     return parser

@@ -42,7 +42,23 @@ def megabytes(num_bytes: int, *, up: bool = False) -> str:
     return f"{tenths / 10:g}"
 
 
-def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None = None) -> CheckedDocument:
+# Why scans are refused for agents that run as Databricks jobs: serverless compute has no Tesseract.
+SERVERLESS_SCANS = ("its agent runs as a Databricks serverless job, which has no OCR (Tesseract) to read "
+                    "scans: upload a PDF with a text layer, or give the scans to an agent that runs on a "
+                    "machine with Tesseract (executor \"local\")")
+
+
+def scan_problem_for(executor: str) -> str | None:
+    """Why scans cannot be read by an agent with this executor, or None when they can."""
+    if executor == "databricks":
+        return SERVERLESS_SCANS
+    from agents.ocr import ocr_problem
+
+    return ocr_problem()
+
+
+def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None = None,
+                   executor: str = "local") -> CheckedDocument:
     """Type by magic bytes, size, emptiness, encryption and readability, in that order.
 
     `size` is the file's full size when only its first bytes were read (past the limit).
@@ -77,10 +93,8 @@ def check_document(name: str, data: bytes, *, max_bytes: int, size: int | None =
     if pages == 0:
         raise DocumentRejected(f"{name}: the PDF has no pages")
     if scanned:
-        from agents.ocr import ocr_problem
-
-        # Refused now rather than failing later in the agent: a scan needs OCR to be read.
-        problem = ocr_problem()
+        # Refused now rather than failing later in the agent: a scan needs OCR to be read where it runs.
+        problem = scan_problem_for(executor)
         if problem:
             raise DocumentRejected(f"{name}: the PDF is a scanned image without text, and {problem}")
     return CheckedDocument(name=name, data=data, sha256=hashlib.sha256(data).hexdigest(), pages=pages,

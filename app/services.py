@@ -327,7 +327,7 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
     check_submission([u.name for u in uploads], options)
     results: list[SubmitResult] = []
     try:
-        queue.get_agent(conn, options.agent)
+        agent = queue.get_agent(conn, options.agent)
     except NotFound as exc:
         return [SubmitResult(u.name, "rejected", error=str(exc)) for u in uploads]
     max_bytes = settings.max_upload_mb * 1_000_000
@@ -335,7 +335,8 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
     # Every file is checked before anything is written, so a bad file leaves no trace.
     for upload in uploads:
         try:
-            doc = check_document(upload.name, upload.data, max_bytes=max_bytes, size=upload.size)
+            doc = check_document(upload.name, upload.data, max_bytes=max_bytes, size=upload.size,
+                                 executor=agent.executor)
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages))
             accepted.append((results[-1], doc))
         except DocumentRejected as exc:

@@ -105,11 +105,11 @@ def database_url(settings=None) -> str:
         from schema.settings import get_settings
 
         settings = get_settings()
-    if settings.lakebase_instance:
+    if settings.lakebase_instance or settings.lakebase_host:
         from schema.lakebase import LakebaseCredentials, dsn_from_environment
 
         if not isinstance(_credential_provider, LakebaseCredentials):
-            set_credential_provider(LakebaseCredentials(settings.lakebase_instance))
+            set_credential_provider(LakebaseCredentials(settings.lakebase_instance, host=settings.lakebase_host))
         return settings.database_url or dsn_from_environment()
     if settings.database_url:
         return settings.database_url

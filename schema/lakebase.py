@@ -17,10 +17,12 @@ DEFAULT_LIFETIME_SECONDS = 3600
 class LakebaseCredentials:
     """A credential provider for schema.db: {"user": ..., "password": <OAuth token>}."""
 
-    def __init__(self, instance_name: str, *, workspace_client=None, user: str | None = None):
-        if not instance_name:
-            raise ValueError("a Lakebase instance name is required")
-        self.instance_name = instance_name
+    def __init__(self, instance_name: str | None = None, *, host: str | None = None, workspace_client=None,
+                 user: str | None = None):
+        if not instance_name and not host:
+            raise ValueError("a Lakebase instance name or host is required")
+        self._instance_name = instance_name or None
+        self.host = host
         self._client = workspace_client
         self._user = user
         self._token: str | None = None
@@ -35,6 +37,23 @@ class LakebaseCredentials:
 
             self._client = WorkspaceClient()
         return self._client
+
+    @property
+    def instance_name(self) -> str:
+        """The instance to mint tokens for: as given, or the one serving `host` (found once).
+
+        On Databricks Apps the database resource gives the instance's host (PGHOST, or valueFrom
+        the resource in app.yaml), so one app.yaml serves every bundle target.
+        """
+        if self._instance_name is None:
+            host = (self.host or "").strip().lower()
+            for instance in self.client.database.list_database_instances():
+                if host in ((instance.read_write_dns or "").lower(), (instance.read_only_dns or "").lower()):
+                    self._instance_name = instance.name
+                    break
+            else:
+                raise RuntimeError(f"no Lakebase instance this principal can see serves {self.host!r}")
+        return self._instance_name
 
     def _user_name(self) -> str:
         if self._user is None:

@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_environment(value: Any, env: Mapping[str, str] = os.environ) -> Any:
+    """A quire.toml value with each ${NAME} replaced by that environment variable (in nested tables
+    and lists too), so one file serves every deployment; a missing variable is a ValueError."""
+    if isinstance(value, str):
+        def replace(match: re.Match) -> str:
+            name = match.group(1)
+            if not env.get(name):
+                raise ValueError(f"${{{name}}} is used but the environment variable {name} is not set")
+            return env[name]
+        return _ENV_REFERENCE.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: expand_environment(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_environment(v, env) for v in value]
+    return value
 
 
 class AgentConfig(BaseModel):
@@ -59,6 +81,7 @@ class Settings(BaseSettings):
 
     database_url: str | None = None          # any Postgres; unset: Lakebase or the embedded server
     lakebase_instance: str | None = None     # Lakebase instance: OAuth token per connection
+    lakebase_host: str | None = None         # or its host (the app's database resource): instance looked up
     data_dir: Path = Path(".quire")          # embedded Postgres, uploaded files, tokens
     config: Path = Path("quire.toml")        # per-agent configuration (optional file)
     files_root: str | None = None            # uploaded files; /Volumes/... for a UC Volume
@@ -138,8 +161,8 @@ class Settings(BaseSettings):
         if not isinstance(agents, dict) or not agents:
             raise ValueError(f"{self.config}: expected at least one [agents.NAME] table")
         try:
-            return {name: AgentConfig(**table) for name, table in agents.items()}
-        except ValidationError as exc:
+            return {name: AgentConfig(**expand_environment(table)) for name, table in agents.items()}
+        except ValueError as exc:  # a pydantic ValidationError is one too
             raise ValueError(f"{self.config}: invalid agent configuration:\n{exc}") from exc
 
 

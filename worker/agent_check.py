@@ -9,6 +9,7 @@ from schema import queue, worker_queries
 from schema.models import Agent
 from worker import logs
 from worker.executors import DatabricksExecutor, LocalExecutor, NoopExecutor
+from worker.executors.databricks import configured_job_id, missing_job_reason
 
 EXECUTORS = (LocalExecutor.name, NoopExecutor.name, DatabricksExecutor.name)
 EXTRACTORS = ("offline", "llm")
@@ -25,10 +26,9 @@ def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
     if extractor not in EXTRACTORS:
         return f"unknown extractor {extractor!r} (expected one of {', '.join(EXTRACTORS)})"
     if agent.executor == DatabricksExecutor.name:
-        try:
-            int(settings.get("job_id"))
-        except (TypeError, ValueError):
-            return f"runs on Databricks but its settings name no job_id (got {settings.get('job_id')!r})"
+        job_id, raw = configured_job_id(settings, env)
+        if job_id is None:
+            return missing_job_reason(raw)
         return None  # the job's own environment decides the rest
     if extractor == "llm" and agent.executor == LocalExecutor.name:
         if not (agent.model or env.get("QUIRE_LLM_MODEL", "").strip()):

@@ -34,16 +34,20 @@ class TraceUsage:
 
 
 def trace_reader(tracking_uri: str) -> Callable[[str], Any]:
-    """Reads one trace by id from the given tracking store; None when the store has no such trace."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
+    """Reads one trace by id from the given tracking store; None when the store has no such trace.
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    Through MLflow's tracing client, which the lightweight mlflow-tracing package (all the app
+    installs on Databricks) has as well as full MLflow.
+    """
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracing.client import TracingClient
+
+    client = TracingClient(tracking_uri=tracking_uri)
 
     def get_trace(trace_id: str) -> Any:
         """The trace, or None when the store has no trace of that id."""
         try:
-            return client.get_trace(trace_id, display=False)
+            return client.get_trace(trace_id)
         except MlflowException as exc:
             if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
                 return None
@@ -69,13 +73,11 @@ def trace_usage(trace_id: str, get_trace: Callable[[str], Any]) -> TraceUsage | 
 
 def priced(usage: TraceUsage, price_input_per_mtok: Decimal | None,
            price_output_per_mtok: Decimal | None) -> float | None:
-    """The trace's own cost, or the agent's prices applied to its tokens; None when unpriced."""
+    """The trace's own cost, or the agent's two prices applied to its tokens; None when either is missing."""
     if usage.llm_cost_usd is not None:
         return round(usage.llm_cost_usd, 6)
-    if price_input_per_mtok is None and price_output_per_mtok is None:
-        return None
-    price_input_per_mtok = price_input_per_mtok or Decimal(0)
-    price_output_per_mtok = price_output_per_mtok or Decimal(0)
+    if price_input_per_mtok is None or price_output_per_mtok is None:
+        return None  # one side without a price: the whole usage is unpriced, not half of it $0
     cost = (Decimal(usage.input_tokens) * price_input_per_mtok
             + Decimal(usage.output_tokens) * price_output_per_mtok) / Decimal(1_000_000)
     return round(float(cost), 6)

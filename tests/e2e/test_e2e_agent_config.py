@@ -62,7 +62,7 @@ def test_the_dashboard_shows_why_an_agent_does_not_run(pg_server_dsn, template_d
                 banner = page.locator('[data-testid="agent-config-errors"]')
                 expect(banner).to_be_visible(timeout=20_000)
                 expect(banner).to_contain_text("Agent remote is not running")
-                expect(banner).to_contain_text("no job_id")
+                expect(banner).to_contain_text("names no job")
                 # Fixed: the banner goes away with the next refresh.
                 queue.configure_agent(conn, "remote", executor="databricks", settings={"job_id": 7})
                 check_agents(conn)

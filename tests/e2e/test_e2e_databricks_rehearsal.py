@@ -20,7 +20,7 @@ from agents.durable import report_path
 from schema import db, queue
 from tests.e2e.app_harness import AppServer, clone_database
 from tests.integration.worker.fake_apps_proxy import FakeAppsProxy
-from tests.integration.worker.fake_databricks import FakeDatabricks, FakeRun, agent_job_env
+from tests.integration.worker.fake_databricks import FakeDatabricks, FakeRun, serverless_job_env
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -31,6 +31,9 @@ APP_SP = ("sp-quire-app", "app-sp-secret", "quire-app@sp.example.com")
 JOB_SP = ("sp-quire-job", "job-sp-secret", "quire-job@sp.example.com")
 OPERATOR = ("user-operator", "operator-secret", "operator@example.com")
 VOLUME = "/Volumes/main/quire/documents"
+VOLUME_NAME = "main.quire.documents"
+EXPERIMENT = "/Shared/quire-rehearsal"
+RUNTIME_TOKEN = "runtime-token-of-the-job-runs"
 SAMPLES = sorted((Path(__file__).parents[2] / "app" / "samples").glob("*.pdf"))[:4]
 KILL_AFTER_SECONDS = 15  # Databricks Apps: SIGKILL 15 s after SIGTERM
 # What the fake bills each job run: one DBU an hour's record, corrected for every other run.
@@ -67,13 +70,26 @@ def workspace(tmp_path):
         ws.host = server.host
         for client in (APP_SP, JOB_SP, OPERATOR):
             ws.add_client(*client)
+        # What the bundle and docs/DATABRICKS.md grant: the job's principal reads the scope (the
+        # callback key and its own OAuth client), uses the app, reads and writes the Volume; the
+        # app's principal writes the documents there and reads the reports; the operator uses the app.
         ws.secrets[("quire", "callback-key")] = SHARED_KEY.encode()
+        ws.secrets[("quire", "agent-client-id")] = JOB_SP[0].encode()
+        ws.secrets[("quire", "agent-client-secret")] = JOB_SP[1].encode()
+        ws.scope_readers["quire"] = {JOB_SP[0]}
+        ws.app_users |= {JOB_SP[0], OPERATOR[0]}
+        ws.grant_volume(JOB_SP[0], VOLUME_NAME, "READ_VOLUME", "WRITE_VOLUME")
+        ws.grant_volume(APP_SP[0], VOLUME_NAME, "READ_VOLUME", "WRITE_VOLUME")
+        ws.experiments[EXPERIMENT] = "4000"
+        ws.runtime_tokens[RUNTIME_TOKEN] = JOB_SP[0]  # the job's run-as principal's native token
+        ws.bundle_values = {"workspace.host": server.host, "resources.experiments.traces.name": EXPERIMENT,
+                            "resources.secret_scopes.quire.name": "quire"}
         ws.agent_cwd = str(tmp_path)
-        ws.agent_env = agent_job_env(server.host, JOB_SP[0], JOB_SP[1], QUIRE_CALLBACK_KEY_SCOPE="quire",
-                                     QUIRE_CALLBACK_KEY_NAME="callback-key", QUIRE_HEARTBEAT_SECONDS="0.5",
-                                     QUIRE_CALLBACK_RETRIES="1")
+        ws.agent_env = serverless_job_env(server.host, RUNTIME_TOKEN, QUIRE_HEARTBEAT_SECONDS="0.5",
+                                          QUIRE_CALLBACK_RETRIES="1")
         ws.file_delay_seconds = 1.5  # each run reads its document from a slow Volume: runs overlap the redeploy
         now = datetime.now(timezone.utc).replace(tzinfo=None)
+        ws.warehouse.billing_readers = {APP_SP[0]}  # SELECT on system.billing: the app's principal only
         ws.warehouse.add_price("JOBS_SERVERLESS_COMPUTE", PRICE, start=now - timedelta(days=30),
                                promotional=PROMOTION)
         ws.run_ended.append(lambda run: bill(ws.warehouse, run))
@@ -101,7 +117,7 @@ class Deployment:
             "QUIRE_WORKER": "on", "QUIRE_WORKER_CONCURRENCY": "3", "QUIRE_FILES_ROOT": VOLUME,
             "QUIRE_CALLBACK_KEY": SHARED_KEY, "QUIRE_OPERATORS": OPERATOR[2], "QUIRE_WAREHOUSE_ID": "wh-1",
             "QUIRE_BILLING_SECONDS": "1", "QUIRE_BILLING_FINAL_SECONDS": "3", "QUIRE_SWEEP_SECONDS": "0.5",
-            "QUIRE_MLFLOW_TRACKING_URI": "databricks", "QUIRE_POLL_SECONDS": "1",
+            "MLFLOW_TRACKING_URI": "databricks", "MLFLOW_EXPERIMENT_ID": "4000", "QUIRE_POLL_SECONDS": "1",
             "DATABRICKS_HOST": ws.host, "DATABRICKS_CLIENT_ID": APP_SP[0], "DATABRICKS_CLIENT_SECRET": APP_SP[1],
             "DATABRICKS_APP_NAME": "quire", "DATABRICKS_APP_PORT": str(self.port),
             "DATABRICKS_WORKSPACE_ID": WORKSPACE_ID, "DATABRICKS_CONFIG_FILE": "/nonexistent/.databrickscfg"})

@@ -62,3 +62,16 @@ def test_the_shutdown_grace_fits_the_kill_window_of_databricks_apps(monkeypatch)
     assert Settings().shutdown_grace_seconds == 10.0
     assert Settings(shutdown_grace_seconds=30).shutdown_grace_seconds == 10.0
     assert Settings(shutdown_grace_seconds=4).shutdown_grace_seconds == 4.0
+
+
+def test_config_values_may_name_environment_variables(tmp_path, monkeypatch):
+    config = tmp_path / "quire.toml"
+    config.write_text('[agents.a]\nexecutor = "databricks"\nmodel = "${QUIRE_SERVING_ENDPOINT}"\n'
+                      'settings = { extractor = "llm", note = "on ${QUIRE_SERVING_ENDPOINT} only" }\n')
+    monkeypatch.setenv("QUIRE_SERVING_ENDPOINT", "databricks-claude-sonnet-4")
+    agent = Settings(config=config).agent_configs()["a"]
+    assert agent.model == "databricks-claude-sonnet-4"
+    assert agent.settings["note"] == "on databricks-claude-sonnet-4 only"
+    monkeypatch.delenv("QUIRE_SERVING_ENDPOINT")
+    with pytest.raises(ValueError, match=r"(?s)quire.toml.*QUIRE_SERVING_ENDPOINT is not set"):
+        Settings(config=config).agent_configs()

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -93,16 +94,28 @@ class RunEnd:
     duration_seconds: float | None
 
 
-def _job_id(launch: Launch) -> int:
-    """The agent's job id from its settings, else QUIRE_AGENT_JOB_ID; a non-retryable error if none."""
-    raw = (launch.agent.settings or {}).get("job_id") or os.environ.get(JOB_ID_ENV)
+def configured_job_id(settings: Mapping[str, Any] | None,
+                      env: Mapping[str, str] = os.environ) -> tuple[int | None, Any]:
+    """The job an agent's runs start: its settings.job_id, else QUIRE_AGENT_JOB_ID (the bundle's job,
+    given to the app as a resource); (None, what was found) when neither is a positive integer."""
+    raw = (settings or {}).get("job_id") or env.get(JOB_ID_ENV) or None
     try:
         job_id = int(raw)
     except (TypeError, ValueError):
-        job_id = 0
-    if job_id <= 0:
-        raise ExecutorError(f"agent {launch.agent.name!r} runs on Databricks but names no job: set "
-                            f"settings.job_id or {JOB_ID_ENV} (got {raw!r})", retryable=False)
+        return None, raw
+    return (job_id, raw) if job_id > 0 else (None, raw)
+
+
+def missing_job_reason(raw: Any) -> str:
+    """Why an agent on Databricks has no job to run."""
+    return f"runs on Databricks but names no job: set settings.job_id or {JOB_ID_ENV} (got {raw!r})"
+
+
+def _job_id(launch: Launch) -> int:
+    """The agent's job id; a non-retryable error if it has none."""
+    job_id, raw = configured_job_id(launch.agent.settings)
+    if job_id is None:
+        raise ExecutorError(f"agent {launch.agent.name!r} {missing_job_reason(raw)}", retryable=False)
     return job_id
 
 

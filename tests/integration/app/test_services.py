@@ -145,3 +145,16 @@ def test_adaptive_limits_name_the_agents_an_endpoint_rate_limited(db_dsn, conn):
     finally:
         pool.close()
     assert lines == ["limited: 1,000 of 40,000 TPM, 5 of 8 at once after 1 rate limits"]
+
+
+def test_a_scan_for_an_agent_on_databricks_is_refused_at_upload_with_the_reason(pool, settings, conn):
+    from bench.realworld.scan import scan_pdf
+    from tests.unit.agents import agents_samples
+
+    queue.configure_agent(conn, "docs", executor="databricks", settings={"job_id": 7})
+    scanned = scan_pdf(agents_samples.invoice_en()[0], dpi=72, angle=0.0)
+    [scan, text] = _submit(pool, settings, [services.Upload("scan.pdf", scanned),
+                                             services.Upload("text.pdf", make_pdf("with a text layer"))])
+    # Whatever this machine has, the job's serverless compute has no Tesseract.
+    assert scan.outcome == "rejected" and "Databricks serverless job" in scan.error and "Tesseract" in scan.error
+    assert text.outcome == "created"

@@ -29,6 +29,24 @@ class FakeDatabricks(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(reply)
 
+    def do_GET(self):
+        # Two instances, paged as the real list is; only the second serves the app's database.
+        page = "second" if "page_token=p2" in self.path else "first"
+        if not self.path.startswith("/api/2.0/database/instances"):
+            self.send_error(404)
+            return
+        type(self).requests.append((self.path, None, self.headers.get("Authorization")))
+        answer = ({"database_instances": [{"name": "quire-prod", "read_write_dns": "prod.database.example"}],
+                   "next_page_token": "p2"} if page == "first" else
+                  {"database_instances": [{"name": "quire-dev", "read_write_dns": "dev.database.example",
+                                           "read_only_dns": "ro-dev.database.example"}]})
+        reply = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
     def log_message(self, *args):
         pass
 
@@ -77,3 +95,12 @@ def test_dsn_from_the_app_database_resource():
     assert "host=instance.database.example" in dsn and "sslmode=require" in dsn and "dbname=quire" in dsn
     with pytest.raises(ValueError, match="PGHOST"):
         dsn_from_environment({"PGDATABASE": "quire"})
+
+
+def test_the_instance_is_found_by_the_host_the_app_resource_gives(fake_workspace):
+    creds = LakebaseCredentials(host="dev.database.example", workspace_client=fake_workspace, user="sp")
+    assert creds()["password"] == "tok-3"  # two list pages, then the credential
+    assert FakeDatabricks.requests[-1][1]["instance_names"] == ["quire-dev"]
+    unknown = LakebaseCredentials(host="other.database.example", workspace_client=fake_workspace, user="sp")
+    with pytest.raises(RuntimeError, match="other.database.example"):
+        unknown()

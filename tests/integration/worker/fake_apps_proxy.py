@@ -1,9 +1,11 @@
-"""A local stand-in for the Databricks Apps proxy: only requests with a valid workspace OAuth bearer
-reach the app, which receives them without the bearer and with the caller's forwarded identity."""
+"""A local stand-in for the Databricks Apps proxy: only requests with a valid workspace OAuth token of
+a principal with CAN USE on the app reach it, without their Authorization header and with the
+caller's forwarded identity. PATs and a job's runtime token are not OAuth tokens: refused (401)."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -14,7 +16,7 @@ from tests.integration.worker.fake_databricks import FakeWorkspace
 
 # Headers the proxy sets itself: whatever a caller sends under these names is dropped.
 FORWARDED = ("x-forwarded-email", "x-forwarded-user", "x-forwarded-preferred-username",
-             "x-forwarded-access-token", "x-real-ip")
+             "x-forwarded-access-token", "x-forwarded-host", "x-real-ip", "x-request-id")
 HOP_BY_HOP = ("host", "authorization", "connection", "content-length", "transfer-encoding")
 
 
@@ -61,7 +63,8 @@ class FakeAppsProxy:
         sent = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP + FORWARDED}
         email = self.workspace.emails.get(principal, principal)
         sent.update({"X-Forwarded-Email": email, "X-Forwarded-User": f"{principal}@424242",
-                     "X-Forwarded-Preferred-Username": email, "X-Real-Ip": "10.0.0.7"})
+                     "X-Forwarded-Preferred-Username": email, "X-Forwarded-Host": self.url.split("//", 1)[1],
+                     "X-Real-Ip": "10.0.0.7", "X-Request-Id": uuid.uuid4().hex})
         return self._http.request(method, self.upstream + path, content=body, headers=sent)
 
     def _handler(self):
@@ -83,15 +86,18 @@ class FakeAppsProxy:
             def _serve(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 authorization = self.headers.get("Authorization")
-                principal = proxy.workspace.principal(authorization)
+                # Only OAuth access tokens count: a PAT or a job's runtime token is no principal here.
+                principal = proxy.workspace.oauth_principal(authorization)
                 if proxy.refuse_with is not None:
                     status, answer, headers = proxy.refuse_with, b"Forbidden", {}
                 elif authorization is None:
                     # Like the real proxy: no credentials, off to the workspace's login page.
                     status, answer = 302, b""
                     headers = {"Location": f"{proxy.workspace_host}/oidc/oauth2/v2.0/authorize?redirect_uri=app"}
-                elif principal is None or principal == "pat":
-                    status, answer, headers = 401, b"Unauthorized: invalid or expired token", {}
+                elif principal is None:
+                    status, answer, headers = 401, b"Unauthorized: not a valid OAuth token", {}
+                elif principal not in proxy.workspace.app_users:
+                    status, answer, headers = 403, b"Forbidden: the caller does not have CAN USE on the app", {}
                 else:
                     try:
                         response = proxy._forward(self.command, self.path, self.headers, body, principal)

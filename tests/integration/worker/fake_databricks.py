@@ -1,9 +1,16 @@
 """A local stand-in for the Databricks workspace APIs Quire uses, over real HTTP, for the real SDK.
 
 OAuth (workspace OIDC discovery and client-credentials tokens that expire), Jobs 2.2 (run-now,
-runs/submit, runs/get, runs/cancel), the Files API, secrets, Lakebase database credentials, apps
-and SQL statement execution on a warehouse that runs the statements (fake_warehouse.py). With `agent_env` set, a triggered run
-starts the real agent as a subprocess with the job's parameters, as the bundle's job task does.
+runs/submit, runs/get, runs/cancel), the Files API, secrets, Lakebase database credentials, apps,
+MLflow experiments and traces, serving endpoints, and SQL statement execution on a warehouse
+that runs the statements (fake_warehouse.py). With `agent_env` set, a triggered run starts the
+real agent as a subprocess with the command line of the bundle's job task (databricks.yml), as a
+serverless job would.
+
+As strict as the platform documents it: a job run's native token is accepted by the workspace APIs
+but it is not an OAuth token; Volumes need USE CATALOG, USE SCHEMA and READ VOLUME (WRITE VOLUME to
+write); secrets need READ on their scope; serving endpoints need CAN QUERY; MLflow refuses relative
+experiment names.
 """
 
 from __future__ import annotations
@@ -12,19 +19,26 @@ import base64
 import itertools
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import yaml
+
 from tests.integration.worker.fake_warehouse import FakeWarehouse
 
 PAT = "x"  # the personal access token the worker's client uses in these tests
+WORKER = "pat"  # the principal of that token
+ROOT = Path(__file__).parents[3]
+FAKE_RUNTIME = Path(__file__).with_name("fake_runtime")  # the runtime's credentials, for the SDK
 
 
 @dataclass
@@ -137,6 +151,39 @@ class FakeWorkspace:
         self.run_ended: list[Any] = []               # called with each FakeRun its agent ended
         self.agent_cwd: str | None = None
         self._credential_ids = itertools.count(1)
+        # Who may do what, as granted on the platform.
+        self.runtime_tokens: dict[str, str] = {}               # a job run's native token -> its principal
+        self.app_users: set[str] = set()                       # CAN_USE on the app (the Apps proxy checks)
+        self.uc_grants: set[tuple[str, str, str]] = set()      # (principal, privilege, "volume c.s.v" ...)
+        self.scope_readers: dict[str, set[str]] = {}           # secret scope -> principals with READ
+        self.endpoint_users: dict[str, set[str]] = {}          # serving endpoint -> principals with CAN_QUERY
+        self.experiments: dict[str, str] = {}                  # MLflow experiment name -> id
+        self.traces: dict[str, dict[str, Any]] = {}            # trace id -> its trace_info as logged
+        self.completions: list[tuple[str, str]] = []           # (principal, endpoint) of each chat completion
+        self.bundle_values: dict[str, str] = {}                # ${...} in the bundle's task parameters
+
+    # -- grants -----------------------------------------------------------------------------------
+
+    def grant_volume(self, principal: str, volume: str, *privileges: str) -> None:
+        """USE CATALOG, USE SCHEMA and the given volume privileges on `catalog.schema.volume`."""
+        catalog, schema, _ = volume.split(".")
+        with self.lock:
+            self.uc_grants |= {(principal, "USE_CATALOG", f"catalog {catalog}"),
+                               (principal, "USE_SCHEMA", f"schema {catalog}.{schema}")}
+            self.uc_grants |= {(principal, p, f"volume {volume}") for p in privileges}
+
+    def volume_refusal(self, principal: str, path: str, write: bool) -> str | None:
+        """Why `principal` may not read (or write) a /Volumes/ path; None when it may."""
+        parts = path.split("/")
+        if len(parts) < 5 or parts[1] != "Volumes":
+            return None  # not a Volume: workspace-internal storage (MLflow's trace data)
+        catalog, schema, volume = parts[2:5]
+        needed = [("USE_CATALOG", f"catalog {catalog}"), ("USE_SCHEMA", f"schema {catalog}.{schema}"),
+                  ("READ_VOLUME", f"volume {catalog}.{schema}.{volume}")]
+        if write:
+            needed.append(("WRITE_VOLUME", f"volume {catalog}.{schema}.{volume}"))
+        lacking = [f"{p} on {on}" for p, on in needed if (principal, p, on) not in self.uc_grants]
+        return f"User does not have {', '.join(lacking)}" if lacking else None
 
     # -- OAuth ------------------------------------------------------------------------------------
 
@@ -164,12 +211,21 @@ class FakeWorkspace:
         if scheme.lower() != "bearer":
             return None
         if credential == PAT:
-            return "pat"
+            return WORKER
         with self.lock:
+            if credential in self.runtime_tokens:
+                return self.runtime_tokens[credential]
             issued = self.tokens.get(credential)
             if issued is None or issued.expires_at <= time.time():
                 return None
             return issued.client_id
+
+    def oauth_principal(self, authorization: str | None) -> str | None:
+        """Whose OAuth access token this is; None for a PAT, a job's runtime token, or no valid token."""
+        scheme, _, credential = (authorization or "").partition(" ")
+        with self.lock:
+            issued = self.tokens.get(credential) if scheme.lower() == "bearer" else None
+            return issued.client_id if issued is not None and issued.expires_at > time.time() else None
 
     def tokens_of(self, client_id: str) -> list[str]:
         with self.lock:
@@ -178,14 +234,8 @@ class FakeWorkspace:
     # -- jobs that run the real agent ---------------------------------------------------------------
 
     def launch_agent(self, run: FakeRun) -> None:
-        """Runs `python -m agents run` with the job's parameters, as the job's wheel task would."""
-        p = run.job_parameters
-        argv = [sys.executable, "-m", "agents", "run", "--document", p["document"],
-                "--attempt-id", p["attempt_id"], "--callback-url", p["callback_url"],
-                "--heartbeat-url", p["heartbeat_url"], "--extractor", p["extractor"],
-                "--callback-auth", p["callback_auth"], "--model", p["model"],
-                "--price-input-per-mtok", p["price_input_per_mtok"],
-                "--price-output-per-mtok", p["price_output_per_mtok"]]
+        """Runs the bundle's wheel task (`quire-agent` with its parameters) as a serverless job would."""
+        argv = [sys.executable, "-m", "agents", *bundle_task_parameters(run.job_parameters, self.bundle_values)]
         run.process = subprocess.Popen(argv, env=self.agent_env, cwd=self.agent_cwd, stdin=subprocess.DEVNULL,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         run.life_cycle_state = "RUNNING"
@@ -221,13 +271,22 @@ class FakeWorkspace:
         if (method, path) == ("POST", "/oidc/v1/token"):
             status, answer = self.issue_token(headers.get("Authorization"))
             return status, answer, {}
-        if not path.startswith("/api/"):
+        if not path.startswith(("/api/", "/serving-endpoints/")):
             return 404, {"error_code": "NOT_FOUND", "message": f"no {path}"}, {}
-        if self.principal(headers.get("Authorization")) is None:
+        who = self.principal(headers.get("Authorization"))
+        if who is None:
             return 401, {"error_code": "UNAUTHENTICATED", "message": "invalid or expired token"}, {}
         body = json.loads(raw) if raw and headers.get("Content-Type", "").startswith("application/json") else {}
         if path.startswith("/api/2.0/fs/files/"):
-            return self.files_route(method, unquote(path[len("/api/2.0/fs/files"):]), query, raw)
+            target = unquote(path[len("/api/2.0/fs/files"):])
+            refusal = self.volume_refusal(who, target, write=method == "PUT")
+            if refusal:
+                return 403, {"error_code": "PERMISSION_DENIED", "message": refusal}, {}
+            return self.files_route(method, target, query, raw)
+        if path == "/serving-endpoints/chat/completions":
+            return (*self.chat_completion(who, body), {})
+        if path.startswith(("/api/2.0/mlflow/", "/api/3.0/mlflow/")):
+            return (*self.mlflow(method, path, query, body), {})
         if path.startswith("/api/2.2/jobs/") and self.jobs.broken:
             return 500, {"error_code": "INTERNAL_ERROR", "message": "the Jobs service failed"}, {}
         if (method, path) in (("POST", "/api/2.2/jobs/run-now"), ("POST", "/api/2.2/jobs/runs/submit")):
@@ -240,6 +299,9 @@ class FakeWorkspace:
         if (method, path) == ("POST", "/api/2.2/jobs/runs/cancel"):
             return (*self.jobs.cancel_run(body), {})
         if (method, path) == ("GET", "/api/2.0/secrets/get"):
+            if who != WORKER and who not in self.scope_readers.get(query["scope"][0], set()):
+                return 403, {"error_code": "PERMISSION_DENIED",
+                             "message": f"User does not have READ permission on scope {query['scope'][0]}"}, {}
             value = self.secrets.get((query["scope"][0], query["key"][0]))
             if value is None:
                 return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no such secret"}, {}
@@ -253,7 +315,7 @@ class FakeWorkspace:
                 return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"no app {name}"}, {}
             return 200, {"name": name, "url": self.apps[name]}, {}
         if (method, path) == ("POST", "/api/2.0/sql/statements"):
-            return (*self.warehouse.execute(body), {})
+            return (*self.warehouse.execute(body, who), {})
         if method == "GET" and path.startswith("/api/2.0/sql/statements/"):
             parts = path.split("/")
             statement_id = parts[5]
@@ -263,6 +325,57 @@ class FakeWorkspace:
                 return 200, self.warehouse.answer(statement_id), {}
             return 200, self.warehouse.chunk(statement_id, int(parts[8])), {}
         return 404, {"error_code": "NOT_FOUND", "message": f"no {path}"}, {}
+
+    # -- MLflow and serving endpoints ---------------------------------------------------------------
+
+    def mlflow(self, method: str, path: str, query: dict[str, list[str]],
+               body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Experiments by absolute name only, and traces logged to them (the trace's info is kept)."""
+        def experiment(name: str) -> dict[str, Any]:
+            eid = self.experiments[name]
+            return {"experiment": {"experiment_id": eid, "name": name, "lifecycle_stage": "active",
+                                   "artifact_location": f"dbfs:/databricks/mlflow-tracking/{eid}"}}
+
+        if path in ("/api/2.0/mlflow/experiments/get-by-name", "/api/2.0/mlflow/experiments/create"):
+            name = query.get("experiment_name", [""])[0] if method == "GET" else body.get("name", "")
+            if not name.startswith("/"):
+                return 400, {"error_code": "INVALID_PARAMETER_VALUE", "message":
+                             f"Got an invalid experiment name '{name}'. An experiment name must be an absolute "
+                             "path within the Databricks workspace, e.g. '/Users/<some-username>/my-experiment'."}
+            if method == "POST":
+                self.experiments.setdefault(name, str(4000 + len(self.experiments)))
+                return 200, {"experiment_id": self.experiments[name]}
+            if name not in self.experiments:
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"No experiment {name}"}
+            return 200, experiment(name)
+        if path == "/api/2.0/mlflow/experiments/get":
+            names = [n for n, eid in self.experiments.items() if eid == query.get("experiment_id", [""])[0]]
+            if not names:
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "No such experiment"}
+            return 200, experiment(names[0])
+        if (method, path) == ("POST", "/api/3.0/mlflow/traces"):
+            info = dict(body["trace"]["trace_info"])
+            eid = info["trace_location"]["mlflow_experiment"]["experiment_id"]
+            if eid not in self.experiments.values():
+                return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"No experiment {eid}"}
+            info.setdefault("tags", {})["mlflow.artifactLocation"] = (
+                f"dbfs:/databricks/mlflow-tracking/{eid}/traces/{info['trace_id']}/artifacts")
+            self.traces[info["trace_id"]] = info
+            return 200, {"trace": {"trace_info": info}}
+        return 404, {"error_code": "ENDPOINT_NOT_FOUND", "message": f"the fake has no {method} {path}"}
+
+    def chat_completion(self, who: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """An OpenAI-style completion from a serving endpoint, for callers with CAN QUERY on it."""
+        endpoint = body.get("model", "")
+        if who not in self.endpoint_users.get(endpoint, set()):
+            return 403, {"error_code": "PERMISSION_DENIED",
+                         "message": f"User does not have permission 'CAN_QUERY' on endpoint {endpoint}"}
+        self.completions.append((who, endpoint))
+        content = json.dumps({"document_type": "invoice", "fields": {}})
+        return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": endpoint,
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}],
+                     "usage": {"prompt_tokens": 1200, "completion_tokens": 40, "total_tokens": 1240}}
 
     def files_route(self, method: str, path: str, query: dict[str, list[str]],
                     raw: bytes) -> tuple[int, Any, dict[str, str]]:
@@ -334,10 +447,27 @@ class FakeDatabricks:
         self.server.server_close()
 
 
-def agent_job_env(host: str, client_id: str, client_secret: str, **extra: str) -> dict[str, str]:
-    """The environment a job run's agent gets on Databricks: the host and its OAuth M2M credentials."""
+def bundle_task_parameters(job_parameters: dict[str, str], values: dict[str, str]) -> list[str]:
+    """The agent task's command line from databricks.yml: {{job.parameters.NAME}} from the run, and
+    ${...} (the bundle's own references) from `values`; a reference the fake was not given fails."""
+    bundle = yaml.safe_load((ROOT / "databricks.yml").read_text())
+    [task] = bundle["resources"]["jobs"]["agent"]["tasks"]
+    declared = {p["name"]: p.get("default", "") for p in bundle["resources"]["jobs"]["agent"]["parameters"]}
+    run_values = {**declared, **job_parameters}
+
+    def fill(text: str) -> str:
+        text = re.sub(r"\{\{job\.parameters\.(\w+)\}\}", lambda m: run_values[m.group(1)], text)
+        return re.sub(r"\$\{([\w.]+)\}", lambda m: values[m.group(1)], text)
+
+    return [fill(p) for p in task["python_wheel_task"]["parameters"]]
+
+
+def serverless_job_env(host: str, runtime_token: str, **extra: str) -> dict[str, str]:
+    """The environment of a serverless job's process: the runtime's version and its own credentials
+    (a native token, no OAuth client, no DATABRICKS_HOST), and nothing of Quire's but `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("QUIRE_", "MLFLOW_", "DATABRICKS_"))}
-    env.update(DATABRICKS_HOST=host, DATABRICKS_CLIENT_ID=client_id, DATABRICKS_CLIENT_SECRET=client_secret,
-               DATABRICKS_CONFIG_FILE="/nonexistent/.databrickscfg", PYTHONUNBUFFERED="1", **extra)
+           if not k.startswith(("QUIRE_", "MLFLOW_", "DATABRICKS_", "PYTHONPATH"))}
+    env.update(DATABRICKS_RUNTIME_VERSION="client.4.9", DATABRICKS_CONFIG_FILE="/nonexistent/.databrickscfg",
+               FAKE_DBRUNTIME_HOST=host, FAKE_DBRUNTIME_TOKEN=runtime_token,
+               PYTHONPATH=os.pathsep.join([str(FAKE_RUNTIME), str(ROOT)]), PYTHONUNBUFFERED="1", **extra)
     return env

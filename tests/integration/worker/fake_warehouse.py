@@ -91,6 +91,8 @@ class FakeWarehouse:
         self.chunk_rows = 2
         self.pending_polls = 0                 # answers PENDING/RUNNING this many times first
         self.denied: str | None = None         # a table the warehouse's caller may not SELECT
+        # Who was granted SELECT on system.billing (with USE CATALOG and USE SCHEMA); None: anyone.
+        self.billing_readers: set[str] | None = None
         self._ids = itertools.count(1)
         self._records = itertools.count(1)
 
@@ -142,8 +144,8 @@ class FakeWarehouse:
 
         return tree.transform(bind).sql(dialect="duckdb")
 
-    def execute(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """POST /api/2.0/sql/statements."""
+    def execute(self, body: dict[str, Any], principal: str | None = None) -> tuple[int, dict[str, Any]]:
+        """POST /api/2.0/sql/statements, on behalf of `principal`."""
         wait = str(body.get("wait_timeout") or "10s")
         match = re.fullmatch(r"(\d+)s", wait)
         if match is None or not (int(match[1]) == 0 or 5 <= int(match[1]) <= 50):
@@ -156,17 +158,20 @@ class FakeWarehouse:
         statement_id = f"st-{next(self._ids)}"
         with self.lock:
             self.texts.append((text, params))
-            statement = self._run(text, params)
+            statement = self._run(text, params, principal)
             statement.chunk_rows, statement.polls_left = self.chunk_rows, self.pending_polls
             if int(match[1]) == 0 and statement.polls_left == 0:
                 statement.polls_left = 1  # asked not to wait: the first answer is always PENDING
             self.statements[statement_id] = statement
             return 200, self.answer(statement_id)
 
-    def _run(self, text: str, params: dict[str, str]) -> Statement:
-        if self.denied and self.denied in text:
+    def _run(self, text: str, params: dict[str, str], principal: str | None) -> Statement:
+        denied = self.denied
+        if self.billing_readers is not None and principal not in self.billing_readers and "system.billing." in text:
+            denied = "system.billing.usage"
+        if denied and denied in text:
             return Statement("FAILED", error=f"[INSUFFICIENT_PERMISSIONS] Insufficient privileges: User does "
-                                             f"not have SELECT on Table '{self.denied}'.")
+                                             f"not have SELECT on Table '{denied}'.")
         try:
             cursor = self.db.execute(self.translate(text, params))
             rows = cursor.fetchall()

@@ -1,6 +1,8 @@
-"""A result is never lost on Databricks: the real agent runs as a job's subprocess against a fake
-workspace (OAuth, Jobs, Files, secrets), reporting through a fake Apps proxy to the real callback
-routes, or through the signed report it leaves in the Volume."""
+"""A result is never lost on Databricks: the real agent runs as a serverless job's subprocess (the
+bundle's command line, the runtime's own token, no OAuth secret in its environment) against a fake
+workspace as strict as the platform (OAuth, Jobs, Files with Volume grants, secrets with scope
+ACLs, MLflow, serving endpoints), reporting through a fake Apps proxy that takes only OAuth tokens
+of principals with CAN USE, or through the signed report it leaves in the Volume."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from schema import db, queue
 from schema.settings import Settings
 from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_apps_proxy import FakeAppsProxy
-from tests.integration.worker.fake_databricks import PAT, FakeDatabricks, agent_job_env
+from tests.integration.worker.fake_databricks import PAT, WORKER, FakeDatabricks, serverless_job_env
 from tests.worker_helpers import serve_in_thread, wait_until
 from worker.claimer import Claimer, ClaimerConfig
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
@@ -28,6 +30,9 @@ SHARED_KEY = "shared-key-for-the-agent-job"
 SAMPLE = Path(__file__).parents[3] / "app" / "samples" / "invoice_harborline_INV-2024-0117.pdf"
 DOCUMENT = "/Volumes/main/quire/documents/ab/invoice_harborline.pdf"
 AGENT_SP = ("sp-agent-job", "agent-sp-secret", "agent-job@sp.example.com")
+VOLUME = "main.quire.documents"
+EXPERIMENT = "/Shared/quire-test"
+RUNTIME_TOKEN = "runtime-token-of-the-job-run"
 
 
 @pytest.fixture
@@ -40,13 +45,26 @@ def fake(monkeypatch, tmp_path):
         monkeypatch.setenv("DATABRICKS_HOST", server.host)
         monkeypatch.setenv("DATABRICKS_TOKEN", PAT)
         monkeypatch.setenv("DATABRICKS_CONFIG_FILE", "/nonexistent/.databrickscfg")
+        # What the bundle and docs/DATABRICKS.md set up: the job's principal has an OAuth client whose
+        # id and secret sit in the scope beside the callback key; it may read the scope, use the app,
+        # read and write the Volume, and query the endpoint; the app's principal reads the Volume.
         ws.add_client(*AGENT_SP)
         ws.secrets[("quire", "callback-key")] = SHARED_KEY.encode()
+        ws.secrets[("quire", "agent-client-id")] = AGENT_SP[0].encode()
+        ws.secrets[("quire", "agent-client-secret")] = AGENT_SP[1].encode()
+        ws.scope_readers["quire"] = {AGENT_SP[0]}
+        ws.app_users.add(AGENT_SP[0])
+        ws.grant_volume(AGENT_SP[0], VOLUME, "READ_VOLUME", "WRITE_VOLUME")
+        ws.grant_volume(WORKER, VOLUME, "READ_VOLUME", "WRITE_VOLUME")
+        ws.endpoint_users["dbx-model"] = {AGENT_SP[0]}
+        ws.experiments[EXPERIMENT] = "4000"
+        ws.runtime_tokens[RUNTIME_TOKEN] = AGENT_SP[0]  # the run-as principal's native token
+        ws.bundle_values = {"workspace.host": server.host, "resources.experiments.traces.name": EXPERIMENT,
+                            "resources.secret_scopes.quire.name": "quire"}
         ws.files[DOCUMENT] = SAMPLE.read_bytes()
         ws.agent_cwd = str(tmp_path)
-        ws.agent_env = agent_job_env(server.host, AGENT_SP[0], AGENT_SP[1], QUIRE_CALLBACK_KEY_SCOPE="quire",
-                                     QUIRE_CALLBACK_KEY_NAME="callback-key", QUIRE_HEARTBEAT_SECONDS="0.3",
-                                     QUIRE_CALLBACK_RETRIES="1")
+        ws.agent_env = serverless_job_env(server.host, RUNTIME_TOKEN, QUIRE_HEARTBEAT_SECONDS="0.3",
+                                          QUIRE_CALLBACK_RETRIES="1")
         yield server
 
 

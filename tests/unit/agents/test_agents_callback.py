@@ -119,3 +119,17 @@ def test_heartbeat_survives_an_unreachable_receiver() -> None:
         beat._stop.wait(0.1)
     assert beat.sent == 0 and not beat._thread.is_alive()
     assert json.loads(encode({})) == {}
+
+
+def test_without_an_oauth_client_the_job_is_told_what_to_pass(monkeypatch):
+    import pytest
+
+    from agents.callback import app_bearer
+    from agents.errors import ConfigurationError
+
+    # A job's runtime token would be found by the SDK, but the Apps proxy does not take it: not used.
+    for name in ("DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "client.4.9")
+    with pytest.raises(ConfigurationError, match="--oauth-client-id-key"):
+        app_bearer("quire", None, None)
