@@ -6,7 +6,7 @@ or lost contact, and the run's own heartbeats stopped), and asks Databricks abou
 - still running: the lease is extended for it, and it is asked again one lease later;
 - ended: its signed report from the Volume is applied through the same fenced, idempotent path as
   a callback (`schema.queue.apply_callback`); without a valid report the attempt fails with the
-  run's own state message. Its run time is recorded and its compute left for the billing tables.
+  run's own state message. A report that cannot be read yet is asked for again next round. Its run time is recorded and its compute left for the billing tables.
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ class RunReconciler:
             return 0
         handle = DatabricksHandle(attempt_id=attempt.attempt_id, job_run_id=attempt.job_run_id,
                                   run_id=run_id, document=attempt.document_uri)
-        report = self.executor.volume_report(handle)
+        # A report that cannot be read now (a missing grant, say) is asked for again next round:
+        # the run's result may be in it, so the attempt is not failed for want of reading it.
+        report = self.executor.volume_report(handle, raise_unreadable=True)
         payload = report or failure_report(ended_without_report(end.account, run_id), retryable=True)
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
             queue.record_compute(conn, attempt.attempt_id, compute_seconds=end.duration_seconds,

@@ -194,6 +194,9 @@ def test_a_batch_goes_through_a_redeploy_with_every_result_once_and_its_cost_fin
                 document = jobs.runs[int(attempt.job_run_id)].job_parameters["document"]
                 stored = json.loads(json.loads(workspace.workspace.files[report_path(document, attempt.id)])["body"])
                 assert task.result == stored["result"]
+            # Results before the redeploy came by callback through the proxy, as the job's principal.
+            delivered = [p for p in deployment.proxy.seen("/api/callbacks/") if p.status == 200]
+            assert delivered and all(p.principal == JOB_SP[0] for p in delivered)
             # Runs that ended during the redeploy were settled from their Volume reports.
             settled_by_reconciler = (second.data_dir / "server.log").read_text().count('"event":"reconciled"')
             assert settled_by_reconciler >= 1 and in_flight, (second.log(), in_flight)

@@ -4,6 +4,8 @@ No secret is ever sent: the job derives the attempt's callback key from a shared
 a secret scope, as the callback route does (docs/CONTRACTS.md). The job also leaves its signed
 report beside the document in the Volume; a run that ends without an applied report is settled
 from that file, and only without one is the attempt failed, with the run's own state message.
+A run lives on without the worker: a stopping worker lets go of it (`detaches`) and never cancels
+it, and worker/reconciler.py settles it once it ends, whichever worker is up then.
 """
 
 from __future__ import annotations
@@ -247,16 +249,17 @@ class DatabricksExecutor(Executor):
     def exit(self, handle: DatabricksHandle) -> Exit:
         """How the run ended: its signed report from the Volume if it left one, else its state."""
         wall = handle.duration_seconds or time.monotonic() - handle.started
-        if handle.detached:
-            logs.change("attempt", "detached", attempt=handle.attempt_id, job_run_id=handle.job_run_id,
-                        reason=handle.ended_as)
+        if handle.detached:  # the run table lets go of it, and logs so
             return Exit(error=handle.ended_as, detached=True)
         report = self.volume_report(handle)
         return Exit(error=ended_without_report(handle.ended_as, handle.run_id), retryable=True,
                     report=report, wall_seconds=wall)
 
-    def volume_report(self, handle: DatabricksHandle) -> dict[str, Any] | None:
-        """The report the job left beside its document, if it is there and signed with its key."""
+    def volume_report(self, handle: DatabricksHandle, *, raise_unreadable: bool = False) -> dict[str, Any] | None:
+        """The report the job left beside its document, if it is there and signed with its key.
+
+        A file that cannot be read (no grant, the workspace unreachable) counts as none, or with
+        `raise_unreadable` raises, so the caller can ask again later instead of failing the run."""
         attempt_id, document = handle.attempt_id, handle.document
         if not is_volume_path(document):
             return None
@@ -270,6 +273,8 @@ class DatabricksExecutor(Executor):
         except NotFound:
             return None
         except Exception as exc:  # the run is settled by its state: logged, not fatal
+            if raise_unreadable:
+                raise
             logs.problem("read report from the Volume", exc, attempt=attempt_id, path=path)
             return None
         try:

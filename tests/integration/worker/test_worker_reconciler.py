@@ -12,7 +12,7 @@ from agents.callback import derive_attempt_secret
 from agents.durable import report_file, report_path
 from schema import db, queue
 from tests.factories import make_agent, make_task
-from tests.integration.worker.fake_databricks import PAT, FakeDatabricks
+from tests.integration.worker.fake_databricks import PAT, WORKER, FakeDatabricks
 from tests.waiting import wait_until
 from worker.claimer import Claimer, ClaimerConfig
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
@@ -90,6 +90,10 @@ def test_a_stopped_worker_lets_go_of_its_job_run_and_another_settles_it_from_the
     fake.jobs.set_state(run.handle.run_id, "TERMINATED", "SUCCESS", duration_ms=7000)
     wait_until(lambda: lease_expired(conn, task.id), timeout=10, message="the lease to expire")
     assert sweeper.run_once() == 0
+    # The worker's principal may not read the Volume yet: the run is left for later, not failed.
+    assert reconciler.run_once() == 0
+    assert queue.get_task(conn, task.id).attempts[0].status.value == "processing"
+    fake.workspace.grant_volume(WORKER, "main.quire.documents", "READ_VOLUME")
     # Two workers reconcile at once: the report counts once.
     others = [RunReconciler(pool, f"w-{n}", worker(pool, tmp_path, f"w-{n}")[2]) for n in range(2)]
     threads = [threading.Thread(target=r.run_once) for r in others]
@@ -110,6 +114,7 @@ def test_a_stopped_worker_lets_go_of_its_job_run_and_another_settles_it_from_the
 
 def test_an_unwatched_run_that_ended_without_a_valid_report_fails_with_its_own_message(conn, pool, tmp_path, fake):
     task, run, old_table = start_run(conn, pool, tmp_path, fake, max_attempts=1)
+    fake.workspace.grant_volume(WORKER, "main.quire.documents", "READ_VOLUME")
     old_table.hand_back_all()
     # A report signed with another key is not the attempt's: it is never applied.
     fake.workspace.files[report_path(DOCUMENT, run.attempt_id)] = report_file(
@@ -143,6 +148,7 @@ def test_a_worker_that_loses_contact_with_a_run_lets_go_of_it_instead_of_failing
     assert attempt.status.value == "processing" and attempt.error is None
     assert not any("cancel" in p for p in fake.jobs.paths())
     fake.jobs.broken = False
+    fake.workspace.grant_volume(WORKER, "main.quire.documents", "READ_VOLUME")
     fake.jobs.set_state(run.handle.run_id, "TERMINATED", "SUCCESS")
     wait_until(lambda: lease_expired(conn, task.id), timeout=10, message="the lease to expire")
     assert RunReconciler(pool, "w", executors["databricks"]).run_once() == 1
