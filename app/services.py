@@ -286,10 +286,16 @@ async def compute_cost(pool: ConnectionPool, flt: TaskFilter) -> ComputeCost:
     seconds = measured["compute_seconds"] or 0.0
     pending = measured["attempts_pending"] or 0
     if warehouse_id():
-        # The worker's billing reconciler writes each job run's DBUs and cost once billing has it.
+        # The worker's billing reconciler writes each job run's DBUs and cost as billing has them.
+        notes = [f"{pending} job runs pending billing"]
+        for key, what in (("attempts_provisional", "not final yet"), ("attempts_unbilled", "never billed"),
+                          ("attempts_unpriced", "with DBUs that have no list price")):
+            if measured[key]:
+                notes.append(f"{measured[key]} {what}")
         return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="billing",
                            detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts billed, "
-                                  f"{float(measured['dbus'] or 0):,.2f} DBU; {pending} job runs pending billing")
+                                  f"{float(measured['dbus'] or 0):,.2f} DBU at list price; " + "; ".join(notes)
+                                  + "; cloud VM cost of classic clusters is not included")
     return ComputeCost(cost_usd=measured["compute_cost_usd"] or Decimal(0), source="measured",
                        detail=f"{measured['attempts_measured']} of {measured['attempts']} attempts measured, "
                               f"{seconds / 60:,.1f} min of run time"

@@ -1,13 +1,18 @@
 """Databricks compute per job run from the billing system tables, and the attempts waiting for it.
 
 The billing query runs on a SQL warehouse through the statement execution API; every result chunk
-is read, so no run is silently left out however many there are.
+is read, so no run is silently left out however many there are. What it covers: the DBUs of the
+job run at the effective list price; not the cloud provider's VM and storage bill of classic
+compute, nor discounts negotiated for the account.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -19,19 +24,35 @@ STATEMENT_POLL_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class BilledRun:
-    """What the billing tables say one job run used and cost."""
+    """What the billing tables say one job run used so far: DBUs, their priced cost, DBUs with no
+    list price, and how many records (originals and corrections) that was made of."""
 
     job_run_id: str
     dbus: float
     cost_usd: float | None
+    unpriced_dbus: float = 0.0
+    records: int = 0
 
 
 @dataclass(frozen=True)
-class PendingAttempt:
-    """An attempt whose job run's compute is not priced yet."""
+class OpenAttempt:
+    """An attempt whose job run's compute figures are not final yet."""
 
     id: int
     job_run_id: str
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class BillingChange:
+    """What one reconciling round wrote to one attempt."""
+
+    id: int
+    job_run_id: str
+    compute_state: str
+    dbus: Decimal | None
+    compute_cost_usd: Decimal | None
+    compute_unpriced: bool
 
 
 class BillingQueryFailed(RuntimeError):
@@ -67,27 +88,33 @@ def statement_rows(client: Any, warehouse_id: str, statement: str, parameters: d
     return rows
 
 
-def usage_for_runs(client: Any, warehouse_id: str, run_ids: list[str], *,
-                   account_prices: bool = True) -> dict[str, BilledRun]:
-    """DBUs and cost by job run id, for the runs the billing tables already have."""
+def usage_for_runs(client: Any, warehouse_id: str, workspace_id: str, run_ids: list[str], *,
+                   since: date) -> dict[str, BilledRun]:
+    """DBUs and cost by job run id so far, for the runs of this workspace the billing tables have,
+    reading usage from `since` on; raises BillingQueryFailed if the warehouse refused the query."""
     if not run_ids:
         return {}
-    name = "billing_usage_for_runs_account_prices" if account_prices else "billing_usage_for_runs_list_prices"
-    rows = statement_rows(client, warehouse_id, q(name), {"run_ids": ",".join(run_ids)})
-    return {str(r[0]): BilledRun(str(r[0]), float(r[1] or 0), None if r[2] is None else float(r[2]))
-            for r in rows}
+    rows = statement_rows(client, warehouse_id, q("billing_usage_for_runs"), {
+        "run_ids": ",".join(run_ids), "workspace_id": str(workspace_id), "since": since.isoformat()})
+    return {str(r[0]): BilledRun(str(r[0]), float(r[1] or 0), None if r[2] is None else float(r[2]),
+                                 float(r[3] or 0), int(r[4] or 0)) for r in rows}
 
 
-def attempt_list_compute_pending_batch(conn: psycopg.Connection, *, after_id: int,
-                                       batch: int) -> list[PendingAttempt]:
-    """Attempts after `after_id` whose compute waits for the billing tables, oldest first."""
-    return [PendingAttempt(**r) for r in fetch_all(conn, "attempt_list_compute_pending_batch",
-                                                   {"after_id": after_id, "batch": batch})]
+def attempt_list_compute_open_batch(conn: psycopg.Connection, *, after_id: int,
+                                    batch: int) -> list[OpenAttempt]:
+    """Attempts after `after_id` whose compute figures are not final yet, oldest first."""
+    return [OpenAttempt(**r) for r in fetch_all(conn, "attempt_list_compute_open_batch",
+                                                {"after_id": after_id, "batch": batch})]
 
 
-def attempt_record_billing_if_pending(conn: psycopg.Connection, attempt_id: int, *, dbus: float,
-                                      compute_cost_usd: float | None) -> bool:
-    """Writes a run's billed DBUs and cost to its attempt; False if it was not pending any more."""
+def attempt_record_billing_batch(conn: psycopg.Connection, attempt_ids: list[int],
+                                 usage: dict[str, BilledRun], *, final_seconds: float,
+                                 unbilled_seconds: float, now: datetime | None = None) -> list[BillingChange]:
+    """Writes what billing says of these attempts' runs: changed figures (provisional), figures
+    quiet long enough (final), runs never billed long after they ended (unbilled)."""
+    rows = [{"job_run_id": b.job_run_id, "dbus": b.dbus, "cost_usd": b.cost_usd,
+             "unpriced_dbus": b.unpriced_dbus, "records": b.records} for b in usage.values()]
     with conn.transaction():
-        return bool(fetch_all(conn, "attempt_record_billing_if_pending", {
-            "attempt_id": attempt_id, "dbus": dbus, "compute_cost_usd": compute_cost_usd}))
+        return [BillingChange(**r) for r in fetch_all(conn, "attempt_record_billing_batch", {
+            "attempt_ids": attempt_ids, "usage": json.dumps(rows), "final_seconds": final_seconds,
+            "unbilled_seconds": unbilled_seconds, "now": now})]

@@ -177,7 +177,9 @@ class Attempt:
     finished_at: datetime | None
     error: str | None
     llm_unpriced: bool = False           # tokens spent with no configured price: cost unknown, not $0
-    compute_state: str | None = None     # measured | pending (billing not in yet) | billed
+    # measured | pending (billing not in yet) | billed (provisional) | final | unbilled (never billed)
+    compute_state: str | None = None
+    compute_unpriced: bool = False       # DBUs billed with no list price: part of the cost unknown
 
 
 @dataclass(frozen=True)

@@ -630,9 +630,10 @@ BEGIN
         INSERT INTO rollup_dirty (task_id)
         SELECT DISTINCT n.task_id FROM new_rows n JOIN old_rows o ON o.id = n.id
         WHERE (n.input_tokens, n.output_tokens, n.llm_cost_usd, n.compute_cost_usd, n.usage_recorded_at,
-               n.finished_at, n.job_run_id, n.task_id)
+               n.finished_at, n.job_run_id, n.task_id, n.compute_state, n.compute_unpriced)
               IS DISTINCT FROM (o.input_tokens, o.output_tokens, o.llm_cost_usd, o.compute_cost_usd,
-                                o.usage_recorded_at, o.finished_at, o.job_run_id, o.task_id);
+                                o.usage_recorded_at, o.finished_at, o.job_run_id, o.task_id,
+                                o.compute_state, o.compute_unpriced);
     END IF;
     RETURN NULL;
 END $$;
@@ -1332,7 +1333,10 @@ CREATE TABLE public.task_attempts (
     cpu_seconds double precision,
     llm_unpriced boolean DEFAULT false NOT NULL,
     compute_state text,
-    CONSTRAINT task_attempts_compute_state_check CHECK ((compute_state = ANY (ARRAY['measured'::text, 'pending'::text, 'billed'::text])))
+    compute_unpriced boolean DEFAULT false NOT NULL,
+    billing_records integer,
+    billing_changed_at timestamp with time zone,
+    CONSTRAINT task_attempts_compute_state_check CHECK ((compute_state = ANY (ARRAY['measured'::text, 'pending'::text, 'billed'::text, 'final'::text, 'unbilled'::text])))
 );
 
 --
@@ -1379,7 +1383,8 @@ CREATE VIEW public.task_attempts_public AS
     finished_at,
     error,
     llm_unpriced,
-    compute_state
+    compute_state,
+    compute_unpriced
    FROM public.task_attempts;
 
 --
@@ -1510,7 +1515,7 @@ CREATE VIEW public.task_rollup_contrib AS
             sum(a.llm_cost_usd) AS llm_cost_usd,
             sum(a.compute_cost_usd) AS compute_cost_usd,
             (count(*) FILTER (WHERE (((COALESCE(a.input_tokens, (0)::bigint) + COALESCE(a.output_tokens, (0)::bigint)) > 0) AND (a.llm_cost_usd IS NULL))))::integer AS unpriced,
-            (count(*) FILTER (WHERE ((a.finished_at IS NOT NULL) AND (a.job_run_id IS NOT NULL) AND (a.compute_cost_usd IS NULL))))::integer AS compute_pending
+            (count(*) FILTER (WHERE ((a.finished_at IS NOT NULL) AND (a.job_run_id IS NOT NULL) AND (a.compute_cost_usd IS NULL) AND (a.compute_state IS DISTINCT FROM 'unbilled'::text) AND (NOT a.compute_unpriced))))::integer AS compute_pending
            FROM public.task_attempts a
           WHERE (a.task_id = t.id)) s);
 
@@ -1725,10 +1730,10 @@ CREATE INDEX rollup_change_bins_fold ON public.rollup_change_bins USING btree (f
 CREATE INDEX rollup_changes_fold ON public.rollup_changes USING btree (fold_id);
 
 --
--- Name: task_attempts_compute_pending_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: task_attempts_compute_open_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX task_attempts_compute_pending_idx ON public.task_attempts USING btree (id) WHERE (compute_state = 'pending'::text);
+CREATE INDEX task_attempts_compute_open_idx ON public.task_attempts USING btree (id) WHERE (compute_state = ANY (ARRAY['pending'::text, 'billed'::text]));
 
 --
 -- Name: task_attempts_finished_idx; Type: INDEX; Schema: public; Owner: -

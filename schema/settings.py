@@ -59,6 +59,21 @@ class CustomerConfig(BaseModel):
     monthly_llm_budget_usd: float | None = Field(None, ge=0)
 
 
+# Databricks Apps sends SIGKILL 15 s after SIGTERM; the grace leaves 5 s of it for handing back
+# local runs and for the web server's own stop.
+DATABRICKS_APPS_GRACE_SECONDS = 10.0
+
+
+def on_databricks_apps() -> bool:
+    """Whether this process runs as a Databricks App (the platform sets DATABRICKS_APP_NAME)."""
+    return bool(os.environ.get("DATABRICKS_APP_NAME"))
+
+
+def default_grace_seconds() -> float:
+    """30 s, or what fits Databricks Apps' kill window there."""
+    return DATABRICKS_APPS_GRACE_SECONDS if on_databricks_apps() else 30.0
+
+
 class Settings(BaseSettings):
     """Every knob Quire reads; README.md documents each one."""
 
@@ -95,7 +110,8 @@ class Settings(BaseSettings):
     poll_seconds: float = Field(10.0, gt=0)
     worker_concurrency: int | None = Field(None, gt=0)     # local runs per worker; unset: CPU count
     worker_claim_ahead: int = Field(2, ge=0, le=16)        # runs quicker than a claim: claim up to this x more
-    shutdown_grace_seconds: float = Field(30.0, ge=0)      # SIGTERM: time in-flight runs get to finish
+    # SIGTERM: time in-flight local runs get to finish; within Databricks Apps' kill window there.
+    shutdown_grace_seconds: float = Field(default_factory=lambda: default_grace_seconds(), ge=0)
     agent_preload: bool = True                             # local runs forked from a loaded process
     sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases
     reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
@@ -103,6 +119,11 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
     billing_seconds: float = Field(600.0, gt=0)            # how often job runs' billing is reconciled
+    billing_final_seconds: float = Field(48 * 3600.0, ge=0)     # billing unchanged this long: final
+    billing_unbilled_seconds: float = Field(72 * 3600.0, ge=0)  # no billing this long: never billed
+    # The workspace whose billing is read (system.billing.usage is account-wide); unset: the app's
+    # DATABRICKS_WORKSPACE_ID, else asked of the workspace.
+    workspace_id: str | None = None
 
     @field_validator("data_dir")
     @classmethod
@@ -110,6 +131,13 @@ class Settings(BaseSettings):
         # Agents run in directories of their own: a path relative to where quire started would
         # point elsewhere for them.
         return value.expanduser().resolve()
+
+    @field_validator("shutdown_grace_seconds")
+    @classmethod
+    def _within_kill_window(cls, value: float) -> float:
+        # Databricks Apps kills the app 15 s after SIGTERM: a longer grace would be cut short, with
+        # the hand-back and the server's own stop still to come.
+        return min(value, DATABRICKS_APPS_GRACE_SECONDS) if on_databricks_apps() else value
 
     @field_validator("worker")
     @classmethod

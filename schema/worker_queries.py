@@ -67,8 +67,26 @@ def task_next_due_one(conn: psycopg.Connection, *, now: datetime | None = None) 
 
 
 def attempt_list_running_ids(conn: psycopg.Connection, *, ids: list[int] | None = None) -> list[int]:
-    """Launched attempts still running (among `ids` when given)."""
+    """Local runs launched and still running (among `ids` when given); job runs are not among them."""
     return [r["id"] for r in _rows(conn, "attempt_list_running_ids", {"ids": ids})]
+
+
+@dataclass(frozen=True)
+class DetachedAttempt:
+    """A processing attempt whose job run nobody watches (its task's lease expired)."""
+
+    attempt_id: int
+    task_id: int
+    job_run_id: str
+    executor: str
+    document_uri: str
+
+
+def attempt_list_detached_expired_batch(conn: psycopg.Connection, *, after_id: int = 0, batch: int = 100,
+                                        now: datetime | None = None) -> list[DetachedAttempt]:
+    """Processing attempts of job runs whose task's lease expired, after `after_id`, oldest first."""
+    return [DetachedAttempt(**r) for r in _rows(conn, "attempt_list_detached_expired_batch",
+                                                {"after_id": after_id, "batch": batch, "now": now})]
 
 
 def agent_set_config_error(conn: psycopg.Connection, agent: str, error: str | None) -> bool:

@@ -1,12 +1,18 @@
-"""The billing reconciler: writes each finished job run's DBUs and compute cost to its attempt.
+"""The billing reconciler: writes each job run's DBUs and compute cost to its attempt, until final.
 
-Billing lags hours behind the runs: until the billing tables have a run, its attempt's compute is
-'pending' (NULL cost), never 0. Every pending attempt is looked up, page after page, with no cap.
+Billing lags hours behind the runs and corrects itself: records arrive late, and RETRACTION and
+RESTATEMENT records amend earlier ones. So a run's figures are read again every round while they
+are open: 'pending' (no record yet: NULL cost, never 0), then 'billed' (provisional, rewritten
+whenever its records change), then 'final' once they have not changed for `final_seconds` after
+the run ended. A run with no record `unbilled_seconds` after it ended is marked 'unbilled'. A
+query the warehouse refuses (a missing grant, say) changes nothing and is tried again next round.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Callable
 
 from schema import billing
@@ -15,17 +21,28 @@ from worker import logs
 
 @dataclass(frozen=True)
 class BillingConfig:
-    """The SQL warehouse to query, how often, and how many job runs one statement asks about."""
+    """The warehouse and workspace to read billing for, how often, and when figures are settled.
+
+    final_seconds: figures unchanged this long after the run ended (and after their last change)
+    are final. Databricks writes a run's records within hours (usually 12) and corrects them
+    within a day or so; 48 h leaves room for both.
+    unbilled_seconds: a run with no record this long after it ended is marked never billed.
+    """
 
     warehouse_id: str
+    workspace_id: str | None = None
     interval_seconds: float = 600.0
     runs_per_statement: int = 500
+    final_seconds: float = 48 * 3600.0
+    unbilled_seconds: float = 72 * 3600.0
 
     def __post_init__(self):
         if not self.warehouse_id:
             raise ValueError("a warehouse id is needed to read the billing tables")
         if self.interval_seconds <= 0 or self.runs_per_statement < 1:
             raise ValueError("interval must be positive and runs_per_statement at least 1")
+        if self.final_seconds < 0 or self.unbilled_seconds < 0:
+            raise ValueError("final_seconds and unbilled_seconds must not be negative")
 
 
 class BillingReconciler:
@@ -38,9 +55,8 @@ class BillingReconciler:
         self.config = config
         self._client_factory = client_factory
         self._client = None
+        self._workspace_id = config.workspace_id
         self.db_timeout_seconds = db_timeout_seconds
-        # Account prices where the workspace has them; list prices once it turns out it has not.
-        self.account_prices = True
 
     def client(self):
         if self._client is None:
@@ -51,38 +67,42 @@ class BillingReconciler:
             self._client = self._client_factory()
         return self._client
 
-    def _usage(self, run_ids: list[str]) -> dict[str, billing.BilledRun]:
-        """Billed usage of these runs, at account prices if the workspace has them, else list prices."""
-        if self.account_prices:
-            try:
-                return billing.usage_for_runs(self.client(), self.config.warehouse_id, run_ids)
-            except billing.BillingQueryFailed as exc:
-                logs.problem("read account prices", f"{exc}; using list prices", worker=self.worker_id)
-                self.account_prices = False
-        return billing.usage_for_runs(self.client(), self.config.warehouse_id, run_ids, account_prices=False)
+    def workspace_id(self) -> str:
+        """This workspace's id: configured, else the one Databricks Apps gives the app, else asked."""
+        if not self._workspace_id:
+            found = os.environ.get("DATABRICKS_WORKSPACE_ID") or self.client().get_workspace_id()
+            self._workspace_id = str(found)
+        return self._workspace_id
 
     def run_once(self) -> int:
-        """One pass over every pending attempt; returns how many got their DBUs and cost."""
-        after_id, written = 0, 0
+        """One pass over every attempt whose figures are open; returns how many attempts changed.
+
+        A failed query ends the round (logged): nothing is written, and the next round asks again."""
+        after_id, changed = 0, 0
         while True:
             with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
-                pending = billing.attempt_list_compute_pending_batch(
+                batch = billing.attempt_list_compute_open_batch(
                     conn, after_id=after_id, batch=self.config.runs_per_statement)
-            if not pending:
-                return written
-            after_id = pending[-1].id
-            usage = self._usage(sorted({a.job_run_id for a in pending}))
-            for attempt in pending:
-                billed = usage.get(attempt.job_run_id)
-                if billed is None:
-                    continue  # not in the billing tables yet: still pending
-                with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
-                    done = billing.attempt_record_billing_if_pending(
-                        conn, attempt.id, dbus=billed.dbus,
-                        compute_cost_usd=None if billed.cost_usd is None else round(billed.cost_usd, 6))
-                if done:
-                    written += 1
-                    logs.change("attempt", "compute_billed", attempt=attempt.id, job_run_id=attempt.job_run_id,
-                                dbus=billed.dbus, compute_cost_usd=billed.cost_usd, worker=self.worker_id)
-            if len(pending) < self.config.runs_per_statement:
-                return written
+            if not batch:
+                return changed
+            after_id = batch[-1].id
+            # A run's usage is dated from its start; a day earlier covers any time zone's edge.
+            since = min(a.started_at for a in batch).date() - timedelta(days=1)
+            try:
+                usage = billing.usage_for_runs(self.client(), self.config.warehouse_id, self.workspace_id(),
+                                               sorted({a.job_run_id for a in batch}), since=since)
+            except Exception as exc:  # refused or unreachable: everything stays as it is until next round
+                logs.problem("read the billing tables", exc, worker=self.worker_id)
+                return changed
+            with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
+                written = billing.attempt_record_billing_batch(
+                    conn, [a.id for a in batch], usage, final_seconds=self.config.final_seconds,
+                    unbilled_seconds=self.config.unbilled_seconds)
+            for w in written:
+                logs.change("attempt", f"compute_{w.compute_state}", attempt=w.id, job_run_id=w.job_run_id,
+                            dbus=None if w.dbus is None else float(w.dbus),
+                            compute_cost_usd=None if w.compute_cost_usd is None else float(w.compute_cost_usd),
+                            unpriced=w.compute_unpriced, worker=self.worker_id)
+            changed += len(written)
+            if len(batch) < self.config.runs_per_statement:
+                return changed

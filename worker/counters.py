@@ -11,6 +11,8 @@ NAMES = (
     "runs_started",       # attempts started on an executor
     "runs_handed_back",   # tasks given back to the queue at shutdown (runs in flight, claims while stopping)
     "sweeps_recovered",   # tasks with an expired lease that a sweep took back
+    "runs_detached",      # job runs let go of (the worker stopped, or lost contact): they live on
+    "runs_reconciled",    # ended job runs no worker was watching, settled by the run reconciler
 )
 
 

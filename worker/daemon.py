@@ -29,6 +29,7 @@ from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
 from worker.public_url import public_url
+from worker.reconciler import ReconcilerConfig, RunReconciler
 from worker.runs import RunTable, RunTableConfig
 from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
@@ -36,7 +37,7 @@ from worker.tracking import locate_tracking, prepare_store, tracking_store_state
 from worker.wakeup import Wakeup, pause
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
-THREADS = 8
+THREADS = 10
 
 
 # Objects allocated between two collections of the youngest generation. The worker makes and drops
@@ -201,9 +202,21 @@ class WorkerDaemon:
             "rollups": lambda: service_loop("rollup fold", folder.run_once, folder.config.interval_seconds,
                                             services_stop, run=call, worker_id=self.worker_id),
         }
+        if "databricks" in executors:
+            # The sweeper's counterpart for job runs, at the same pace: it settles runs that ended
+            # unwatched (after a redeploy, say), which the sweeper leaves alone.
+            runs = RunReconciler(pool, self.worker_id, executors["databricks"],
+                                 ReconcilerConfig(interval_seconds=self.settings.sweep_seconds),
+                                 counters=self._counters)
+            services["runs"] = lambda: service_loop("reconcile job runs", runs.run_once,
+                                                    runs.config.interval_seconds, services_stop, run=call,
+                                                    worker_id=self.worker_id)
         if self.settings.warehouse_id:
             billing = BillingReconciler(pool, self.worker_id, BillingConfig(
-                warehouse_id=self.settings.warehouse_id, interval_seconds=self.settings.billing_seconds))
+                warehouse_id=self.settings.warehouse_id, workspace_id=self.settings.workspace_id,
+                interval_seconds=self.settings.billing_seconds,
+                final_seconds=self.settings.billing_final_seconds,
+                unbilled_seconds=self.settings.billing_unbilled_seconds))
             services["billing"] = lambda: service_loop("reconcile billing", billing.run_once,
                                                        billing.config.interval_seconds, services_stop, run=call,
                                                        worker_id=self.worker_id)
@@ -286,11 +299,13 @@ class WorkerDaemon:
             stopping.cancel()
 
     async def _drain(self, table: RunTable, drained: Wakeup) -> None:
-        """Lets runs in flight finish within the grace period (heartbeats keep their leases)."""
+        """Lets runs in flight finish within the grace period (heartbeats keep their leases).
+
+        Job runs are not waited for: they live on without this worker and are let go of."""
         logs.change("worker", "stopping", worker=self.worker_id, in_flight=len(table),
                     grace_seconds=self.grace_seconds)
         deadline = asyncio.get_running_loop().time() + self.grace_seconds
-        while len(table) and not self._hurry.is_set():
+        while table.attached() and not self._hurry.is_set():
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 return

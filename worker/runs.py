@@ -320,10 +320,13 @@ class RunTable:
 
     def _settle_many(self, runs: list[Run]) -> None:
         pending = list(runs)
+        for run in pending:
+            if run.exit is None:
+                run.exit = run.executor.exit(run.handle)
+        for run in [r for r in pending if r.exit.detached]:
+            self.detach(run, run.exit.error or "detached")
+        pending = [r for r in pending if not r.exit.detached]
         while pending:
-            for run in pending:
-                if run.exit is None:
-                    run.exit = run.executor.exit(run.handle)
             ended = [self._ended(run) for run in pending]
             with self.connection() as conn:
                 settled = settlement.settle_ended(conn, ended)
@@ -406,9 +409,32 @@ class RunTable:
 
     # -- shutting down --------------------------------------------------------------------------
 
+    def detach(self, run: Run, reason: str) -> None:
+        """Lets go of a run that lives on by itself, settling nothing: its lease runs out, and the
+        run reconciler (any worker's) settles the attempt from how the run ended."""
+        with self._lock:
+            self._runs.pop(run.attempt_id, None)
+        self.counters.add("runs_detached")
+        logs.change("attempt", "detached", attempt=run.attempt_id, task=run.claim.task.id,
+                    job_run_id=run.handle.job_run_id, reason=reason, worker=self.config.worker_id)
+
+    def attached(self) -> int:
+        """Runs in flight that a stopping worker waits for: those that do not live on without it."""
+        with self._lock:
+            return sum(1 for r in self._runs.values() if not r.executor.detaches)
+
     def hand_back_all(self, *, wait_seconds: float = 5.0) -> int:
         """Ends every run still in flight: applies the report of those that wrote one, and gives the
-        task of the others back to the queue at once, without spending its attempt budget."""
+        task of the others back to the queue at once, without spending its attempt budget.
+
+        Runs that live on by themselves (job runs) are let go of instead, never cancelled: they
+        report to whichever app is up, or through their Volume report to the run reconciler."""
+        with self._lock:
+            runs = list(self._runs.values())
+        for run in runs:
+            if run.executor.detaches and run.exit is None:
+                run.handing_back = True
+                self.detach(run, "the worker stopped")
         with self._lock:
             runs = list(self._runs.values())
             for run in runs:

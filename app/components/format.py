@@ -34,15 +34,23 @@ def llm_cost(attempts) -> str:
 
 
 def compute_cost(attempts) -> str:
-    """A task's compute cost over its attempts; "pending" while billing has not priced a job run."""
+    """A task's compute cost over its attempts: "pending" while billing has not priced a job run,
+    "unpriced" for DBUs with no list price, "provisional" while billing may still correct it,
+    "never billed" for a job run billing never reported."""
     if not attempts:
         return DASH
     known = sum((a.compute_cost_usd or 0) for a in attempts)
     dbus = sum((a.dbus or 0) for a in attempts)
+    states = {getattr(a, "compute_state", None) for a in attempts}
     text = money(known) + (f" ({float(dbus):,.2f} DBU)" if dbus else "")
-    if any(a.compute_state == "pending" for a in attempts):
-        return f"{text} + pending" if known else "pending"
-    return text
+    notes = [note for note, present in (("pending", "pending" in states),
+                                        ("unpriced", any(getattr(a, "compute_unpriced", False) for a in attempts)))
+             if present]
+    if notes:
+        return f"{text} + {' + '.join(notes)}" if known or dbus else " + ".join(notes)
+    if not known and not dbus and "unbilled" in states:
+        return "never billed"
+    return f"{text} (provisional)" if "billed" in states else text
 
 
 def money(value: Decimal | float | None) -> str:

@@ -34,9 +34,13 @@ WHERE task_id = %(task_id)s AND status = 'processing'
 RETURNING id;
 
 -- name: attempt_set_executor_info
--- The executor's handle on a running attempt: process id or job run id.
+-- The executor's handle on a running attempt: process id or job run id. A job run is billed by the
+-- billing tables whoever settles it (its worker, a callback, the run reconciler): its compute is
+-- pending from the moment it exists.
 UPDATE task_attempts SET pid = coalesce(%(pid)s, pid), job_run_id = coalesce(%(job_run_id)s, job_run_id),
-                         executor = coalesce(%(executor)s, executor)
+                         executor = coalesce(%(executor)s, executor),
+                         compute_state = CASE WHEN %(job_run_id)s::text IS NOT NULL AND compute_state IS NULL
+                                              THEN 'pending' ELSE compute_state END
 WHERE id = %(attempt_id)s;
 
 -- name: attempt_record_compute
@@ -46,7 +50,7 @@ UPDATE task_attempts SET
     cpu_seconds = coalesce(%(cpu_seconds)s, cpu_seconds),
     compute_cost_usd = coalesce(%(compute_cost_usd)s, compute_cost_usd),
     dbus = coalesce(%(dbus)s, dbus),
-    compute_state = CASE WHEN compute_state = 'billed' THEN compute_state
+    compute_state = CASE WHEN compute_state IN ('billed', 'final', 'unbilled') THEN compute_state
                          ELSE coalesce(%(compute_state)s, compute_state) END
 WHERE id = %(attempt_id)s;
 
@@ -75,8 +79,21 @@ WHERE a.id = %(attempt_id)s
 RETURNING b.record_usage AS usage_recorded, b.previously_reported;
 
 -- name: attempt_list_running_ids
--- Attempts some worker launched that have not ended: a stopping app serves callbacks until these report.
+-- Local runs some worker launched that have not ended: a stopping app serves callbacks until these
+-- report. Job runs are not waited for: they outlive the app and report to the next one, or
+-- through their Volume report.
 SELECT id FROM task_attempts
-WHERE status = 'processing' AND (pid IS NOT NULL OR job_run_id IS NOT NULL)
+WHERE status = 'processing' AND pid IS NOT NULL AND job_run_id IS NULL
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
 ORDER BY id;
+
+-- name: attempt_list_detached_expired_batch
+-- Job runs nobody watches: processing attempts with a job run id whose task's lease expired (their
+-- worker stopped, and the run's own heartbeats stopped too), after a cursor. The run reconciler
+-- asks each run how it ended; the sweeper leaves these tasks alone.
+SELECT a.id AS attempt_id, a.task_id, a.job_run_id, a.executor, t.document_uri
+FROM tasks t JOIN task_attempts a ON a.id = t.current_attempt_id
+WHERE t.status = 'processing' AND t.lease_expires_at < coalesce(%(now)s, now())
+  AND a.status = 'processing' AND a.job_run_id IS NOT NULL AND a.id > %(after_id)s
+ORDER BY a.id
+LIMIT %(batch)s;

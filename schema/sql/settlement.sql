@@ -45,7 +45,7 @@ WITH input AS (
         compute_seconds = coalesce(i.compute_seconds, a.compute_seconds),
         cpu_seconds = coalesce(i.cpu_seconds, a.cpu_seconds),
         dbus = coalesce(i.dbus, a.dbus),
-        compute_state = CASE WHEN a.compute_state = 'billed' THEN a.compute_state
+        compute_state = CASE WHEN a.compute_state IN ('billed', 'final', 'unbilled') THEN a.compute_state
                              ELSE coalesce(i.compute_state, a.compute_state) END,
         llm_unpriced = CASE WHEN d.id IS NOT NULL AND i.has_usage AND a.usage_recorded_at IS NULL
                             THEN coalesce(i.llm_unpriced, false) ELSE a.llm_unpriced END,

@@ -154,10 +154,14 @@ ORDER BY 1;
 
 -- name: stats_compute_measured_filtered
 -- Compute spend per attempt: measured (local runs: run time x rate) or billed (Databricks job runs,
--- written by the billing reconciler), and how many job runs still wait for their bill.
+-- written by the billing reconciler), and how many job runs wait for their bill, are billed but
+-- not final yet, were never billed, or have DBUs with no list price.
 SELECT sum(a.compute_cost_usd) AS compute_cost_usd, sum(a.compute_seconds) AS compute_seconds,
        sum(a.dbus) AS dbus, count(*) FILTER (WHERE a.compute_cost_usd IS NOT NULL) AS attempts_measured,
-       count(*) AS attempts, count(*) FILTER (WHERE a.compute_state = 'pending') AS attempts_pending
+       count(*) AS attempts, count(*) FILTER (WHERE a.compute_state = 'pending') AS attempts_pending,
+       count(*) FILTER (WHERE a.compute_state = 'billed') AS attempts_provisional,
+       count(*) FILTER (WHERE a.compute_state = 'unbilled') AS attempts_unbilled,
+       count(*) FILTER (WHERE a.compute_unpriced) AS attempts_unpriced
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id
 WHERE {task_filter};
 

@@ -176,10 +176,15 @@ RETURNING t.lease_expires_at;
 -- name: task_requeue_expired
 -- Sweeper: takes back tasks whose lease expired; each goes back to the queue with backoff, or
 -- fails once its attempt budget is spent. The lost attempt is marked so in the same statement.
+-- A task whose current attempt is a job run (a job run id is stored) is left alone: the run lives
+-- on without any worker and may still report, so the run reconciler asks it how it ended.
 WITH expired AS (
     SELECT id, current_attempt_id, attempt_count - attempt_base AS spent, max_attempts
     FROM tasks
     WHERE status = 'processing' AND lease_expires_at < coalesce(%(now)s, now())
+      AND NOT EXISTS (SELECT 1 FROM task_attempts d
+                      WHERE d.id = tasks.current_attempt_id AND d.status = 'processing'
+                        AND d.job_run_id IS NOT NULL)
     ORDER BY lease_expires_at
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED

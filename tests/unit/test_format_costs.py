@@ -15,6 +15,7 @@ class A:
     compute_state: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    compute_unpriced: bool = False
 
 
 def test_unpriced_llm_usage_is_not_zero_dollars():
@@ -32,8 +33,16 @@ def test_no_llm_used_is_said_never_zero_dollars():
 def test_compute_waiting_for_billing_reads_pending():
     assert fmt.compute_cost([A(compute_state="pending")]) == "pending"
     billed = A(compute_cost_usd=Decimal("1.4"), dbus=Decimal("2"), compute_state="billed")
-    assert fmt.compute_cost([billed]) == "$1.40 (2.00 DBU)"
+    assert fmt.compute_cost([billed]) == "$1.40 (2.00 DBU) (provisional)"
     assert fmt.compute_cost([billed, A(compute_state="pending")]) == "$1.40 (2.00 DBU) + pending"
+    final = A(compute_cost_usd=Decimal("1.4"), dbus=Decimal("2"), compute_state="final")
+    assert fmt.compute_cost([final]) == "$1.40 (2.00 DBU)"
+
+
+def test_compute_never_billed_or_without_a_list_price_is_not_zero_dollars():
+    assert fmt.compute_cost([A(compute_state="unbilled")]) == "never billed"
+    unpriced = A(dbus=Decimal("3"), compute_state="final", compute_unpriced=True)
+    assert fmt.compute_cost([unpriced]) == "$0.00 (3.00 DBU) + unpriced"
 
 
 def test_an_estimated_count_is_rounded_as_a_person_says_it():

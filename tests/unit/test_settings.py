@@ -52,6 +52,18 @@ def test_customer_budgets_come_from_the_config_file(tmp_path):
         Settings(config=config).customer_configs()
 
 
+def test_the_shutdown_grace_fits_the_kill_window_of_databricks_apps(monkeypatch):
+    monkeypatch.delenv("QUIRE_SHUTDOWN_GRACE_SECONDS", raising=False)
+    monkeypatch.delenv("DATABRICKS_APP_NAME", raising=False)
+    assert Settings().shutdown_grace_seconds == 30.0
+    assert Settings(shutdown_grace_seconds=45).shutdown_grace_seconds == 45.0
+    # Databricks Apps kills the app 15 s after SIGTERM: the grace leaves room for the rest of the stop.
+    monkeypatch.setenv("DATABRICKS_APP_NAME", "quire")
+    assert Settings().shutdown_grace_seconds == 10.0
+    assert Settings(shutdown_grace_seconds=30).shutdown_grace_seconds == 10.0
+    assert Settings(shutdown_grace_seconds=4).shutdown_grace_seconds == 4.0
+
+
 def test_config_values_may_name_environment_variables(tmp_path, monkeypatch):
     config = tmp_path / "quire.toml"
     config.write_text('[agents.a]\nexecutor = "databricks"\nmodel = "${QUIRE_SERVING_ENDPOINT}"\n'

@@ -44,6 +44,9 @@ class Exit:
     wall_seconds: float | None = None
     cpu_seconds: float | None = None
     dbus: float | None = None
+    # The worker let go of a run that lives on by itself (it lost contact with it): nothing is
+    # settled now; the run reconciler settles the attempt once the run has ended.
+    detached: bool = False
 
 
 @dataclass
@@ -68,6 +71,9 @@ class Executor(ABC):
     billed_by_time: ClassVar[bool] = False
     # Whether compute is billed by the Databricks billing tables, reconciled later per job run.
     billed_by_tables: ClassVar[bool] = False
+    # Whether a run lives on by itself when the worker stops (a job run keeps its own compute): a
+    # stopping worker lets go of it instead of ending it, and whoever reconciles runs settles it.
+    detaches: ClassVar[bool] = False
 
     @abstractmethod
     def start(self, launch: Launch, on_exit: OnExit) -> Handle:

@@ -4,6 +4,8 @@ No secret is ever sent: the job derives the attempt's callback key from a shared
 a secret scope, as the callback route does (docs/CONTRACTS.md). The job also leaves its signed
 report beside the document in the Volume; a run that ends without an applied report is settled
 from that file, and only without one is the attempt failed, with the run's own state message.
+A run lives on without the worker: a stopping worker lets go of it (`detaches`) and never cancels
+it, and worker/reconciler.py settles it once it ends, whichever worker is up then.
 """
 
 from __future__ import annotations
@@ -83,6 +85,15 @@ class DatabricksHandle(Handle):
     poll_failures: int = 0
     ended_as: str | None = None
     duration_seconds: float | None = None
+    detached: bool = False
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a job run ended: its own account of it (state, result, message) and how long it ran."""
+
+    account: str
+    duration_seconds: float | None
 
 
 def configured_job_id(settings: Mapping[str, Any] | None,
@@ -144,6 +155,7 @@ class DatabricksExecutor(Executor):
     name = "databricks"
     local = False
     billed_by_tables = True
+    detaches = True
 
     def __init__(self, config: DatabricksConfig | None = None,
                  client_factory: Callable[[], Any] | None = None):
@@ -184,25 +196,40 @@ class DatabricksExecutor(Executor):
         return DatabricksHandle(attempt_id=launch.attempt_id, job_run_id=str(run_id), run_id=run_id,
                                 document=launch.task.document_uri, started=time.monotonic())
 
+    def run_end(self, run_id: int) -> RunEnd | None:
+        """How a job run ended, or None while it may still report; errors other than a run that
+        does not exist are raised (the caller asks again later)."""
+        from databricks.sdk.errors import InvalidParameterValue, NotFound
+
+        try:
+            run = self.client().jobs.get_run(run_id)
+        except (NotFound, InvalidParameterValue) as exc:
+            return RunEnd(f"job run {run_id} cannot be found: {exc}", None)
+        life, account = _state_of(run)
+        if life not in ENDED_STATES:
+            return None
+        duration = getattr(run, "run_duration", None) or getattr(run, "execution_duration", None)
+        return RunEnd(account, duration / 1000 if duration else None)
+
     def is_alive(self, handle: DatabricksHandle) -> bool:
         if handle.done.is_set():
             return False
         try:
-            run = self.client().jobs.get_run(handle.run_id)
+            end = self.run_end(handle.run_id)
         except Exception as exc:  # any failure to learn the state counts against the run
             handle.poll_failures += 1
             if handle.poll_failures >= self.config.max_poll_failures:
+                # The run may well go on: the worker lets go of it, and once its lease has expired
+                # the run reconciler asks how it ended (it never fails a run it cannot see).
                 handle.ended_as = f"lost contact with the run after {handle.poll_failures} polls: {exc}"
+                handle.detached = True
                 handle.done.set()
                 return False
             return True
         handle.poll_failures = 0
-        life, account = _state_of(run)
-        if life not in ENDED_STATES:
+        if end is None:
             return True
-        handle.ended_as = account
-        duration = getattr(run, "run_duration", None) or getattr(run, "execution_duration", None)
-        handle.duration_seconds = duration / 1000 if duration else None
+        handle.ended_as, handle.duration_seconds = end.account, end.duration_seconds
         handle.done.set()
         return False
 
@@ -215,21 +242,28 @@ class DatabricksExecutor(Executor):
             logs.problem("cancel job run", exc, attempt=handle.attempt_id, job_run_id=handle.job_run_id)
 
     def kill(self, handle: DatabricksHandle) -> None:
+        """Cancels the run (its task was cancelled or completed by another attempt); a stopping
+        worker never calls this: it lets go of job runs instead (`detaches`)."""
         self.stop(handle)
 
     def exit(self, handle: DatabricksHandle) -> Exit:
         """How the run ended: its signed report from the Volume if it left one, else its state."""
         wall = handle.duration_seconds or time.monotonic() - handle.started
+        if handle.detached:  # the run table lets go of it, and logs so
+            return Exit(error=handle.ended_as, detached=True)
         report = self.volume_report(handle)
-        account = handle.ended_as or "ended"
-        return Exit(error=f"{account} (job run {handle.run_id}, no report)", retryable=True,
+        return Exit(error=ended_without_report(handle.ended_as, handle.run_id), retryable=True,
                     report=report, wall_seconds=wall)
 
-    def volume_report(self, handle: DatabricksHandle) -> dict[str, Any] | None:
-        """The report the job left beside its document, if it is there and signed with its key."""
-        if not is_volume_path(handle.document):
+    def volume_report(self, handle: DatabricksHandle, *, raise_unreadable: bool = False) -> dict[str, Any] | None:
+        """The report the job left beside its document, if it is there and signed with its key.
+
+        A file that cannot be read (no grant, the workspace unreachable) counts as none, or with
+        `raise_unreadable` raises, so the caller can ask again later instead of failing the run."""
+        attempt_id, document = handle.attempt_id, handle.document
+        if not is_volume_path(document):
             return None
-        path = report_path(handle.document, handle.attempt_id)
+        path = report_path(document, attempt_id)
         from databricks.sdk.errors import NotFound
 
         try:
@@ -239,20 +273,26 @@ class DatabricksExecutor(Executor):
         except NotFound:
             return None
         except Exception as exc:  # the run is settled by its state: logged, not fatal
-            logs.problem("read report from the Volume", exc, attempt=handle.attempt_id, path=path)
+            if raise_unreadable:
+                raise
+            logs.problem("read report from the Volume", exc, attempt=attempt_id, path=path)
             return None
         try:
-            attempt_id, body, signature = parse_report_file(data)
+            found_id, body, signature = parse_report_file(data)
             payload = json.loads(body)
         except ValueError as exc:
-            logs.problem("read report from the Volume", exc, attempt=handle.attempt_id, path=path)
+            logs.problem("read report from the Volume", exc, attempt=attempt_id, path=path)
             return None
         key = self.config.callback_key
-        expected = sign(body, derive_attempt_secret(key, handle.attempt_id)) if key else ""
-        if attempt_id != handle.attempt_id or not key or not hmac.compare_digest(signature, expected):
+        expected = sign(body, derive_attempt_secret(key, attempt_id)) if key else ""
+        if found_id != attempt_id or not key or not hmac.compare_digest(signature, expected):
             logs.problem("read report from the Volume", "the report's signature does not match its attempt",
-                         attempt=handle.attempt_id, path=path)
+                         attempt=attempt_id, path=path)
             return None
-        logs.change("attempt", "report_from_volume", attempt=handle.attempt_id, path=path,
-                    job_run_id=handle.job_run_id)
+        logs.change("attempt", "report_from_volume", attempt=attempt_id, path=path)
         return payload if isinstance(payload, dict) else None
+
+
+def ended_without_report(account: str | None, run_id: int | str) -> str:
+    """The error of an attempt whose job run ended with no report: the run's own account of it."""
+    return f"{account or 'ended'} (job run {run_id}, no report)"

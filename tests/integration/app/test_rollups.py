@@ -33,7 +33,8 @@ LEFT JOIN (
            count(*) FILTER (WHERE coalesce(input_tokens, 0) + coalesce(output_tokens, 0) > 0
                               AND llm_cost_usd IS NULL) AS unpriced,
            count(*) FILTER (WHERE finished_at IS NOT NULL AND job_run_id IS NOT NULL
-                              AND compute_cost_usd IS NULL) AS pending
+                              AND compute_cost_usd IS NULL AND compute_state IS DISTINCT FROM 'unbilled'
+                              AND NOT compute_unpriced) AS pending
     FROM task_attempts GROUP BY task_id
 ) s ON s.task_id = t.id
 WHERE {task_filter}

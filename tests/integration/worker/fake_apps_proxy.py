@@ -33,15 +33,17 @@ class Passage:
 class FakeAppsProxy:
     """Serves on 127.0.0.1 in front of `upstream`; `refuse_with` makes it answer every request so."""
 
-    def __init__(self, workspace: FakeWorkspace, upstream: str):
+    def __init__(self, workspace: FakeWorkspace, upstream: str, *, host: str = "127.0.0.1"):
+        """`host`: the address it listens on and jobs reach it by (a non-loopback one for a
+        deployment the Jobs executor must accept as public)."""
         self.workspace = workspace
         self.upstream = upstream.rstrip("/")
         self.refuse_with: int | None = None
         self.passages: list[Passage] = []
         self.lock = threading.Lock()
         self._http = httpx.Client(timeout=30)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = ThreadingHTTPServer((host, 0), self._handler())
+        self.url = f"http://{host}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> FakeAppsProxy:
@@ -97,9 +99,12 @@ class FakeAppsProxy:
                 elif principal not in proxy.workspace.app_users:
                     status, answer, headers = 403, b"Forbidden: the caller does not have CAN USE on the app", {}
                 else:
-                    response = proxy._forward(self.command, self.path, self.headers, body, principal)
-                    status, answer = response.status_code, response.content
-                    headers = {"Content-Type": response.headers.get("content-type", "application/json")}
+                    try:
+                        response = proxy._forward(self.command, self.path, self.headers, body, principal)
+                        status, answer = response.status_code, response.content
+                        headers = {"Content-Type": response.headers.get("content-type", "application/json")}
+                    except httpx.TransportError:  # the app is down (a redeploy): the proxy says so
+                        status, answer, headers = 502, b"Bad Gateway: the app is not running", {}
                 with proxy.lock:
                     proxy.passages.append(Passage(self.command, self.path, principal, status))
                 self._answer(status, answer, headers)

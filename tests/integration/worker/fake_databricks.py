@@ -2,9 +2,10 @@
 
 OAuth (workspace OIDC discovery and client-credentials tokens that expire), Jobs 2.2 (run-now,
 runs/submit, runs/get, runs/cancel), the Files API, secrets, Lakebase database credentials, apps,
-MLflow experiments and traces, serving endpoints, and SQL statement execution with results in
-several chunks. With `agent_env` set, a triggered run starts the real agent as a subprocess with
-the command line of the bundle's job task (databricks.yml), as a serverless job would.
+MLflow experiments and traces, serving endpoints, and SQL statement execution on a warehouse
+that runs the statements (fake_warehouse.py). With `agent_env` set, a triggered run starts the
+real agent as a subprocess with the command line of the bundle's job task (databricks.yml), as a
+serverless job would.
 
 As strict as the platform documents it: a job run's native token is accepted by the workspace APIs
 but it is not an OAuth token; Volumes need USE CATALOG, USE SCHEMA and READ VOLUME (WRITE VOLUME to
@@ -31,6 +32,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
+
+from tests.integration.worker.fake_warehouse import FakeWarehouse
 
 PAT = "x"  # the personal access token the worker's client uses in these tests
 WORKER = "pat"  # the principal of that token
@@ -73,6 +76,7 @@ class FakeJobs:
     requests: list[Request] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: Any = field(default_factory=lambda: itertools.count(1001))
+    broken: bool = False                      # every Jobs request answers 500 while set
 
     def set_state(self, run_id: int, life_cycle_state: str, result_state: str | None = None,
                   message: str = "", duration_ms: int = 0) -> None:
@@ -125,28 +129,6 @@ class IssuedToken:
     expires_at: float
 
 
-@dataclass
-class Statement:
-    """An executed statement's rows, served in chunks."""
-
-    rows: list[list[str | None]]
-    chunk_rows: int
-    polls_left: int
-
-    def chunk(self, index: int, statement_id: str) -> dict[str, Any]:
-        start = index * self.chunk_rows
-        rows = self.rows[start:start + self.chunk_rows]
-        data = {"chunk_index": index, "row_offset": start, "row_count": len(rows), "data_array": rows}
-        if start + self.chunk_rows < len(self.rows):
-            data["next_chunk_index"] = index + 1
-            data["next_chunk_internal_link"] = f"/api/2.0/sql/statements/{statement_id}/result/chunks/{index + 1}"
-        return data
-
-    @property
-    def chunk_count(self) -> int:
-        return max(1, -(-len(self.rows) // self.chunk_rows))
-
-
 class FakeWorkspace:
     """The workspace's state; every handler reads and writes it under one lock."""
 
@@ -164,13 +146,9 @@ class FakeWorkspace:
         self.token_valid_seconds: float | None = None
         self.file_delay_seconds = 0.0                # a slow Volume: downloads wait this long
         self.apps: dict[str, str] = {}               # app name -> URL
-        self.billing: list[dict[str, Any]] = []      # {job_run_id, dbus, cost_usd} usage rows
-        self.statements: dict[str, Statement] = {}
-        self.statement_texts: list[tuple[str, dict[str, str]]] = []
-        self.chunk_rows = 2
-        self.has_account_prices = True               # False: system.billing.account_prices is missing
-        self.pending_polls = 0
+        self.warehouse = FakeWarehouse()              # runs the billing SQL on fixture tables
         self.agent_env: dict[str, str] | None = None
+        self.run_ended: list[Any] = []               # called with each FakeRun its agent ended
         self.agent_cwd: str | None = None
         self._credential_ids = itertools.count(1)
         # Who may do what, as granted on the platform.
@@ -253,38 +231,6 @@ class FakeWorkspace:
         with self.lock:
             return [t for t, issued in self.tokens.items() if issued.client_id == client_id]
 
-    # -- statement execution ----------------------------------------------------------------------
-
-    def execute(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        params = {p["name"]: p.get("value") for p in body.get("parameters") or []}
-        text = body.get("statement") or ""
-        self.statement_texts.append((text, params))
-        if "system.billing.usage" not in text:
-            return 400, {"error_code": "INVALID_PARAMETER_VALUE", "message": "the fake only knows the billing query"}
-        if "system.billing.account_prices" in text and not self.has_account_prices:
-            return 200, {"statement_id": "st-failed", "status": {"state": "FAILED", "error": {
-                "error_code": "BAD_REQUEST",
-                "message": "[TABLE_OR_VIEW_NOT_FOUND] The table `system`.`billing`.`account_prices` cannot be found"}}}
-        wanted = set((params.get("run_ids") or "").split(","))
-        rows = [[r["job_run_id"], str(r["dbus"]), None if r["cost_usd"] is None else str(r["cost_usd"])]
-                for r in self.billing if r["job_run_id"] in wanted]
-        statement_id = f"st-{len(self.statements) + 1}"
-        self.statements[statement_id] = Statement(rows, self.chunk_rows, self.pending_polls)
-        return 200, self.statement_answer(statement_id)
-
-    def statement_answer(self, statement_id: str) -> dict[str, Any]:
-        statement = self.statements[statement_id]
-        if statement.polls_left > 0:
-            statement.polls_left -= 1
-            return {"statement_id": statement_id, "status": {"state": "PENDING"}}
-        columns = [{"name": n, "position": i, "type_name": t} for i, (n, t) in
-                   enumerate([("job_run_id", "STRING"), ("dbus", "DOUBLE"), ("cost_usd", "DOUBLE")])]
-        return {"statement_id": statement_id, "status": {"state": "SUCCEEDED"},
-                "manifest": {"format": "JSON_ARRAY", "schema": {"column_count": 3, "columns": columns},
-                             "total_chunk_count": statement.chunk_count, "total_row_count": len(statement.rows),
-                             "truncated": False},
-                "result": statement.chunk(0, statement_id)}
-
     # -- jobs that run the real agent ---------------------------------------------------------------
 
     def launch_agent(self, run: FakeRun) -> None:
@@ -306,6 +252,8 @@ class FakeWorkspace:
                 run.result_state = "SUCCESS" if code == 0 else "FAILED"
                 run.state_message = "" if code == 0 else f"Task agent failed: the process exited with code {code}"
                 run.run_duration_ms = int((time.monotonic() - started) * 1000)
+            for hook in list(self.run_ended):
+                hook(run)
 
         threading.Thread(target=reap, daemon=True).start()
 
@@ -339,6 +287,8 @@ class FakeWorkspace:
             return (*self.chat_completion(who, body), {})
         if path.startswith(("/api/2.0/mlflow/", "/api/3.0/mlflow/")):
             return (*self.mlflow(method, path, query, body), {})
+        if path.startswith("/api/2.2/jobs/") and self.jobs.broken:
+            return 500, {"error_code": "INTERNAL_ERROR", "message": "the Jobs service failed"}, {}
         if (method, path) in (("POST", "/api/2.2/jobs/run-now"), ("POST", "/api/2.2/jobs/runs/submit")):
             status, answer, run = self.jobs.run_now(body)
             if run is not None and self.agent_env is not None:
@@ -365,15 +315,15 @@ class FakeWorkspace:
                 return 404, {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"no app {name}"}, {}
             return 200, {"name": name, "url": self.apps[name]}, {}
         if (method, path) == ("POST", "/api/2.0/sql/statements"):
-            return (*self.execute(body), {})
+            return (*self.warehouse.execute(body, who), {})
         if method == "GET" and path.startswith("/api/2.0/sql/statements/"):
             parts = path.split("/")
             statement_id = parts[5]
-            if statement_id not in self.statements:
+            if statement_id not in self.warehouse.statements:
                 return 404, {"error_code": "NOT_FOUND", "message": "no such statement"}, {}
             if len(parts) == 6:
-                return 200, self.statement_answer(statement_id), {}
-            return 200, self.statements[statement_id].chunk(int(parts[8]), statement_id), {}
+                return 200, self.warehouse.answer(statement_id), {}
+            return 200, self.warehouse.chunk(statement_id, int(parts[8])), {}
         return 404, {"error_code": "NOT_FOUND", "message": f"no {path}"}, {}
 
     # -- MLflow and serving endpoints ---------------------------------------------------------------

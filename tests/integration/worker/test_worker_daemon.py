@@ -42,5 +42,5 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
     attempts = conn.execute("SELECT DISTINCT worker_id FROM task_attempts").fetchall()
     assert attempts == [{"worker_id": "w-host"}]
     assert daemon.counters == {"claims": 13, "throttled_claims": 0, "runs_started": 13, "runs_handed_back": 0,
-                               "sweeps_recovered": 0}
+                               "sweeps_recovered": 0, "runs_detached": 0, "runs_reconciled": 0}
     assert not daemon.listener.live, "a daemon closes the Listener it runs itself"

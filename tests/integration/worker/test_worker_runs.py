@@ -51,7 +51,8 @@ def test_worker_claims_up_to_capacity_and_noop_completes(pool, conn, tmp_path):
         assert [a.status.value for a in done.attempts] == ["completed"]
     assert claimer.run_once() == 0
     assert table.counters.snapshot() == {"claims": 5, "throttled_claims": 0, "runs_started": 5,
-                                         "runs_handed_back": 0, "sweeps_recovered": 0}
+                                         "runs_handed_back": 0, "sweeps_recovered": 0,
+                                         "runs_detached": 0, "runs_reconciled": 0}
 
 
 def test_worker_an_ended_run_frees_its_slot_before_it_is_settled_up_to_one_set_of_slots(pool, conn, tmp_path):
@@ -95,7 +96,8 @@ def test_worker_claims_within_the_agent_throttle(pool, conn, tmp_path):
     assert claimer.counters.snapshot()["throttled_claims"] == 2
     assert table.hand_back_all() == 2
     assert table.counters.snapshot() == {"claims": 2, "throttled_claims": 2, "runs_started": 2,
-                                         "runs_handed_back": 2, "sweeps_recovered": 0}
+                                         "runs_handed_back": 2, "sweeps_recovered": 0,
+                                         "runs_detached": 0, "runs_reconciled": 0}
 
 
 def test_worker_a_throttled_agent_whose_backlog_ran_out_is_not_counted_as_throttled(pool, conn, tmp_path):
@@ -146,7 +148,7 @@ def test_worker_runs_a_cascade_agent_on_a_signed_e_invoice_without_tokens(pool, 
     assert done.status.value == "completed", done.error
     assert done.result["extractor"] == "cascade" and done.result["pages"] == 0
     assert done.result["source"]["standard"] == "FatturaPA"
-    assert done.result["fields"]["total"] == {"value": 1830.0, "confidence": 0.99, "stage": "xml"}
+    assert done.result["fields"]["total"] == {"value": 1830.0, "confidence": 0.99, "stage": "xml", "evidence": None}
     [attempt] = done.attempts
     assert attempt.input_tokens == 0 and attempt.output_tokens == 0
 
