@@ -3,24 +3,12 @@ process stays within APP_GROWTH_BOUND of where it was."""
 
 from __future__ import annotations
 
-import pytest
-
-from schema import queue
-from tests.e2e.app_harness import start_app
 from tests.hostile.memory import MB, peak, reset_peak
 from bench.hostile_pdfs import deflate_bomb, huge_page, text_pdf
 
 # The app's peak resident memory may grow this much while it checks the bombs below. Before the
 # checks ran in a child, one 100 MB deflate bomb took the app from 442 MB to 1,571 MB.
 APP_GROWTH_BOUND = 100 * MB
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
 
 
 def test_bombs_are_refused_and_the_app_stays_within_its_memory_bound(app_server):

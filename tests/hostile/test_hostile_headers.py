@@ -5,21 +5,10 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
-from schema import queue
 from schema.settings import Settings
-from tests.e2e.app_harness import TOKEN, make_pdf, start_app
+from tests.e2e.app_harness import TOKEN, make_pdf
 
 SOCKET = "/_nicegui_ws/socket.io/"
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
 
 
 def test_every_response_forbids_framing_from_elsewhere_and_sniffing(app_server):

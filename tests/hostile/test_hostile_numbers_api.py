@@ -9,17 +9,9 @@ import psycopg
 import pytest
 
 from schema import db, queue
-from tests.e2e.app_harness import make_pdf, start_app
+from tests.e2e.app_harness import make_pdf
 
 FAR_DATES = ["9999-12-31", "9999-12-31T23:59:59", "9999-12-30", "0001-01-01", "1899-12-31"]
-
-
-@pytest.fixture(scope="module")
-def app_server(pg_server_dsn, template_db, tmp_path_factory):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory)
-    queue.configure_agent(conn, "documents")
-    yield server, conn
-    teardown()
 
 
 def stored_files(server) -> list[Path]:
