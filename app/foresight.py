@@ -23,9 +23,10 @@ def worker_slots(settings: Settings) -> int:
 
 
 async def forecast_files(pool: ConnectionPool, settings: Settings, *, agent: str, priority: int,
-                         files: list[FileFacts]) -> Forecast:
+                         files: list[FileFacts], customer: str | None = None) -> Forecast:
     """What a batch of these files will cost and when it will be done, before anything runs."""
     return await _in_thread(pool, forecast.forecast_batch, agent=agent, priority=priority, files=files,
+                            customer=customer,
                             workers=worker_slots(settings),
                             compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour)
 
@@ -35,20 +36,20 @@ async def open_batch(pool: ConnectionPool, settings: Settings, *, agent: str, pr
     """Records a batch with a first forecast; its tasks are enqueued with its id (held if asked)."""
     def work(conn):
         plan = forecast.forecast_batch(conn, agent=agent, priority=priority, files=files,
-                                       workers=worker_slots(settings),
+                                       workers=worker_slots(settings), customer=customer,
                                        compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour)
         return forecast.batch_create(conn, plan, customer=customer, held=held, submitted_by=submitted_by), plan
     return await _in_thread(pool, work)
 
 
 async def settle_forecast(pool: ConnectionPool, settings: Settings, batch_id: int, *, agent: str, priority: int,
-                          files: list[FileFacts]) -> Forecast:
+                          files: list[FileFacts], customer: str | None = None) -> Forecast:
     """The forecast over all the batch's accepted files, stored with it."""
     def work(conn):
         plan = forecast.forecast_batch(conn, agent=agent, priority=priority, files=files,
                                        workers=worker_slots(settings),
                                        compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour,
-                                       batch_id=batch_id)
+                                       batch_id=batch_id, customer=customer)
         forecast.batch_set_forecast(conn, batch_id, plan)
         return plan
     return await _in_thread(pool, work)
@@ -120,6 +121,8 @@ class QueueSpot:
     exact: bool
     waiting: str | None
     eta_seconds: float | None
+    eta_low_seconds: float | None = None    # the likely range (what recent runs strayed from theirs)
+    eta_high_seconds: float | None = None
 
 
 async def queue_spots(pool: ConnectionPool, settings: Settings, ids: list[int]) -> dict[int, QueueSpot]:
@@ -127,8 +130,13 @@ async def queue_spots(pool: ConnectionPool, settings: Settings, ids: list[int]) 
     def work(conn):
         where = positions.task_positions(conn, ids)
         paces = {a: forecast.agent_pace(conn, a, workers=worker_slots(settings)) for a in {p.agent for p in where.values()}}
-        return {i: QueueSpot(i, p.describe(), p.ahead, p.exact, p.waiting, _eta(p, paces[p.agent]))
-                for i, p in where.items()}
+        spots = {}
+        for i, p in where.items():
+            eta = _eta(p, paces[p.agent])
+            low, high = paces[p.agent].rates.spread
+            spots[i] = QueueSpot(i, p.describe(), p.ahead, p.exact, p.waiting, eta,
+                                 None if eta is None else eta * low, None if eta is None else eta * high)
+        return spots
     return await _in_thread(pool, work)
 
 
@@ -137,7 +145,7 @@ def _eta(spot: positions.Position, pace: forecast.Pace) -> float | None:
     it), and after the pause while a Retry-After holds its agent."""
     if spot.ahead is None or spot.agent_cannot_run:
         return None
-    return (spot.agent_paused_seconds or 0.0) + pace.eta_seconds(spot.ahead, spot.pages)
+    return (spot.agent_paused_seconds or 0.0) + pace.eta_seconds(spot.ahead, spot.pages, spot.scanned)
 
 
 async def budgets(pool: ConnectionPool) -> list[CustomerBudget]:
@@ -149,11 +157,15 @@ async def set_budget(pool: ConnectionPool, customer: str, budget_usd: float | De
     return await _in_thread(pool, customers.customer_budget_set, customer, budget_usd, actor=actor)
 
 
-def eta_text(seconds: float | None) -> str:
-    """An ETA as a person reads it: in how long, and the clock time (UTC)."""
+def eta_text(seconds: float | None, low: float | None = None, high: float | None = None) -> str:
+    """An ETA as a person reads it: in how long (the likely range, where it is one), and the clock
+    time (UTC)."""
     if seconds is None:
         return ""
     from app.components import format as fmt
 
     at = datetime.now(timezone.utc).timestamp() + seconds
-    return f"ETA {fmt.duration(seconds)} ({datetime.fromtimestamp(at, timezone.utc):%H:%M} UTC)"
+    clock = f"{datetime.fromtimestamp(at, timezone.utc):%H:%M} UTC"
+    if low is not None and high is not None and fmt.duration(low) != fmt.duration(high):
+        return f"ETA {fmt.duration(low)} to {fmt.duration(high)} (about {clock})"
+    return f"ETA {fmt.duration(seconds)} ({clock})"

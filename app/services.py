@@ -16,7 +16,7 @@ from app import figure_cache
 from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_document, store_document
 from schema import queue, stats, waiting
-from schema.errors import InvalidTransition, NotFound, QuireError
+from schema.errors import InvalidArgument, InvalidTransition, NotFound, QuireError, UnknownAgent
 from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Agent, Task, TaskStatus
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
@@ -292,14 +292,16 @@ class ActionResult:
     new_task_id: int | None = None
     status: str | None = None
     not_found: bool = False
+    invalid: bool = False     # the request itself was wrong (an unknown extractor, say)
 
 
-def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = None) -> list[ActionResult]:
+def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = None,
+         edit: dict[str, str | None] | None = None) -> list[ActionResult]:
     results = []
     for task_id in ids:
         try:
             if action == "retry":
-                task = queue.retry(conn, task_id, actor=actor, priority=priority)
+                task = queue.retry(conn, task_id, actor=actor, priority=priority, **(edit or {}))
                 text = (f"task {task_id} re-extracted as task {task.id}" if task.id != task_id
                         else f"task {task_id} re-enqueued")
             else:
@@ -308,15 +310,22 @@ def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = N
             results.append(ActionResult(task_id, True, text, new_task_id=task.id, status=task.status.value))
         except InvalidTransition as exc:
             results.append(ActionResult(task_id, False, str(exc)))
+        except UnknownAgent as exc:
+            results.append(ActionResult(task_id, False, str(exc), invalid=True))
         except NotFound as exc:
             results.append(ActionResult(task_id, False, str(exc), not_found=True))
+        except InvalidArgument as exc:
+            results.append(ActionResult(task_id, False, str(exc), invalid=True))
     return results
 
 
-async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str,
-                      priority: int | None = None) -> list[ActionResult]:
-    """Retries each task (at `priority` if given, else its own); a completed task gets a re-extraction child."""
-    return await _in_thread(pool, _act, ids, "retry", actor, priority)
+async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str, priority: int | None = None,
+                      agent: str | None = None, extractor: str | None = None,
+                      model: str | None = None) -> list[ActionResult]:
+    """Retries each task (at `priority` if given, else its own); a completed task gets a re-extraction
+    child. An agent, extractor or model given makes it an edit and retry, recorded on the task."""
+    edit = {"agent": agent, "extractor": extractor, "model": model}
+    return await _in_thread(pool, _act, ids, "retry", actor, priority, edit)
 
 
 async def cancel_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> list[ActionResult]:
@@ -357,6 +366,7 @@ class SubmitResult:
     pages: int | None = None
     duplicate_of: dict[str, Any] | None = None
     einvoice: str | None = None   # the e-invoice standard the file is or embeds
+    scanned: bool = False         # no text layer: its pages go through OCR
 
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
@@ -387,7 +397,7 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
             doc = check_document(upload.name, upload.data, max_bytes=max_bytes, size=upload.size,
                                  executor=agent.executor)
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages,
-                                        einvoice=doc.einvoice))
+                                        einvoice=doc.einvoice, scanned=bool(doc.pages) and not doc.chars))
             accepted.append((results[-1], doc))
         except DocumentRejected as exc:
             results.append(SubmitResult(upload.name, "rejected", error=str(exc)))
@@ -412,7 +422,7 @@ def submit_documents(conn, settings: Settings, uploads: list[Upload], options: S
                     # An e-invoice is read from its XML: it reserves no model tokens.
                     **({"estimated_tokens": 1} if doc.einvoice else {}),
                     parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
-                    batch_id=options.batch_id, held=options.held)
+                    batch_id=options.batch_id, held=options.held, scanned=bool(doc.pages) and not doc.chars)
                for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)

@@ -163,6 +163,7 @@ class Attempt:
     error: str | None
     llm_unpriced: bool = False           # tokens spent with no configured price: cost unknown, not $0
     compute_state: str | None = None     # measured | pending (billing not in yet) | billed
+    extractor: str | None = None         # the extractor it ran with (learned rates are per extractor)
 
 
 @dataclass(frozen=True)
@@ -212,11 +213,16 @@ class Task:
     finished_at: datetime | None
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
+    scanned: bool = False             # no text layer: its pages go through OCR
     held_seconds: float = 0.0         # time held before an operator released it (not queue time)
     # Why it waits while enqueued (schema.waiting.WaitReason), until when, and a detail.
     waiting_reason: str | None = None
     waiting_until: datetime | None = None
     waiting_detail: str | None = None
+    # Edit and retry: what its runs use instead of its agent's settings (extractor, model), and
+    # each edit as {at, by, changes: {field: [from, to]}}.
+    run_overrides: dict[str, Any] = field(default_factory=dict)
+    edits: list[dict[str, Any]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 

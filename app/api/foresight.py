@@ -24,6 +24,7 @@ class FileIn(BaseModel):
     pages: limits.FilePages = None
     size_bytes: limits.FileBytes = None
     einvoice: bool = Field(False, description="an e-invoice XML, or a PDF with one embedded: read without a model")
+    scanned: bool = Field(False, description="a PDF without a text layer: its pages go through OCR")
 
 
 class ForecastIn(BaseModel):
@@ -49,6 +50,10 @@ class ForecastOut(BaseModel):
     max_tpm: int | None
     basis: str
     warning: str | None = None  # the agent cannot run (its documents would wait), or is paused
+    scanned_pages: int = 0      # pages without a text layer, read through OCR
+    eta_low_seconds: float | None = None   # the ETA's likely range: 25th to 75th percentile
+    eta_high_seconds: float | None = None
+    budget_warning: str | None = None      # the batch would take its customer past its monthly budget
 
 
 @router.post("/forecast", response_model=ForecastOut)
@@ -57,8 +62,8 @@ async def post_forecast(body: ForecastIn, _: Identity = Depends(require_user), p
     """Tokens, LLM and compute cost and ETA of a batch with these files, before anything is stored."""
     try:
         plan = await foresight.forecast_files(pool, settings, agent=body.agent or settings.default_agent,
-                                              priority=body.priority,
-                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice) for f in body.files])
+                                              priority=body.priority, customer=body.customer,
+                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice, f.scanned) for f in body.files])
     except NotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except InvalidArgument as exc:
@@ -115,6 +120,8 @@ class PositionOut(BaseModel):
     exact: bool
     waiting: str | None
     eta_seconds: float | None
+    eta_low_seconds: float | None = None   # the likely range: 25th to 75th percentile
+    eta_high_seconds: float | None = None
 
 
 class PositionsIn(BaseModel):

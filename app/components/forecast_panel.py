@@ -10,6 +10,14 @@ from app.components import format as fmt
 from schema.forecast import Forecast
 
 
+def eta_range(plan: Forecast) -> str:
+    """The ETA as the range it likely falls in (what recent runs strayed from their forecast)."""
+    low, high = plan.eta_low_seconds, plan.eta_high_seconds
+    if low is None or high is None or fmt.duration(low) == fmt.duration(high):
+        return fmt.duration(plan.eta_seconds)
+    return f"{fmt.duration(low)} to {fmt.duration(high)}"
+
+
 class ForecastPanel:
     """Shows one batch's forecast; the operator submits it or keeps it held."""
 
@@ -26,18 +34,22 @@ class ForecastPanel:
                 ui.space()
                 self.state = ui.badge("").classes("px-2 py-1").props('data-testid="forecast-state"')
             with ui.element("div").classes("grid grid-cols-2 md:grid-cols-5 gap-x-8 gap-y-2 w-full"):
-                self._figure("Documents", f"{plan.documents:,} · {plan.pages:,} pages", "forecast-documents")
+                scans = f" ({plan.scanned_pages:,} scanned)" if plan.scanned_pages else ""
+                self._figure("Documents", f"{plan.documents:,} · {plan.pages:,} pages{scans}", "forecast-documents")
                 self._figure("Tokens", f"~{fmt.tokens(plan.tokens)}", "forecast-tokens")
                 self._figure("LLM cost", fmt.money(plan.llm_cost_usd) if plan.llm_cost_usd is not None else "unpriced",
                              "forecast-llm-cost")
                 self._figure("Compute cost", fmt.money(plan.compute_cost_usd), "forecast-compute-cost")
-                self._figure("ETA", fmt.duration(plan.eta_seconds), "forecast-eta")
+                self._figure("ETA", eta_range(plan), "forecast-eta")
             ahead = f"{plan.ahead_tasks:,}" if plan.ahead_exact else f"about {plan.ahead_tasks:,}"
             tpm = f", {plan.max_tpm:,} tokens/min" if plan.max_tpm else ""
             ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {fmt.at_once(plan.concurrency)}"
                      f"{tpm}; {plan.basis}.").classes("text-sm quire-muted")
             if plan.warning:  # the agent cannot run, or is paused: said before anyone waits on the ETA
                 ui.label(plan.warning).classes("text-sm text-red-800").props('data-testid="forecast-warning" role="alert"')
+            if plan.budget_warning:
+                ui.label(plan.budget_warning).classes("text-sm text-red-800") \
+                    .props('data-testid="forecast-budget-warning" role="alert"')
             self.actions = ui.row().classes("gap-2 items-center")
             self.comparison = ui.label("").classes("text-sm font-medium").props('data-testid="forecast-vs-actual"')
             self.comparison.visible = False

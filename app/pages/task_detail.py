@@ -186,7 +186,7 @@ class TaskView:
         spot = (await foresight.queue_spots(self.pool, self.settings, [self.task.id])).get(self.task.id)
         if spot is not None:
             # No ETA while something other than the queue holds it: it would not start in that time.
-            eta = None if self.task.waiting_reason in STOPPED_REASONS else foresight.eta_text(spot.eta_seconds)
+            eta = None if self.task.waiting_reason in STOPPED_REASONS else foresight.eta_text(spot.eta_seconds, spot.eta_low_seconds, spot.eta_high_seconds)
             self.spot.set_text(" · ".join(x for x in (spot.text, eta) if x))
 
     async def refresh_if_dirty(self) -> None:

@@ -121,12 +121,13 @@ class UploadForm:
                 self.batch.add(results, {u.name: u for u in uploads if _duplicate(u.name, results)})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
-                facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice))
+                facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned)
                           for r in results if r.outcome == "created"]
             if facts:
                 self.busy_label.text = "Forecasting…"
                 plan = await foresight.settle_forecast(self.pool, self.settings, batch_id, agent=options.agent,
-                                                       priority=options.priority, files=facts)
+                                                       priority=options.priority, files=facts,
+                                                       customer=options.customer or None)
                 with self.batch.forecasts:
                     self.panels[batch_id] = ForecastPanel(batch_id, plan, held=hold, operator=self.who.operator,
                                                           on_release=self._release)
@@ -171,7 +172,7 @@ class UploadForm:
         ids = self.batch.queued_ids()
         if ids:
             spots = await foresight.queue_spots(self.pool, self.settings, ids[:2000])
-            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds)) if x)
+            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds, s.eta_low_seconds, s.eta_high_seconds)) if x)
                                   for i, s in spots.items()})
         for batch_id, panel in self.panels.items():
             if panel.comparison.visible:

@@ -1,12 +1,24 @@
 -- name: task_insert
 -- Enqueues one task; the statement trigger logs the event and notifies listeners.
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
-                   document_bytes, pages, estimated_tokens, max_attempts, parent_id, submitted_by,
-                   retried_by, run_after, created_at, updated_at, batch_id, held)
+                   document_bytes, document_chars, scanned, pages, estimated_tokens, max_attempts, parent_id,
+                   submitted_by, retried_by, run_after, created_at, updated_at, batch_id, held, run_overrides)
 VALUES (%(agent)s, %(customer)s, %(priority)s, %(document_uri)s, %(document_name)s,
-        %(document_sha256)s, %(document_bytes)s, %(pages)s, %(estimated_tokens)s, %(max_attempts)s,
+        %(document_sha256)s, %(document_bytes)s, %(document_chars)s, coalesce(%(scanned)s, false), %(pages)s,
+        %(estimated_tokens)s, %(max_attempts)s,
         %(parent_id)s, %(submitted_by)s, %(retried_by)s, coalesce(%(now)s, now()),
-        coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(batch_id)s, coalesce(%(held)s, false))
+        coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(batch_id)s, coalesce(%(held)s, false),
+        coalesce(%(run_overrides)s, '{}'::jsonb))
+RETURNING *;
+
+-- name: task_edit_for_retry
+-- Edit and retry: the agent and run settings (extractor, model) its next runs use, with the edit
+-- (who, when, each field from and to) appended to its record. The task is locked by the caller.
+UPDATE tasks SET agent = %(agent)s, run_overrides = %(run_overrides)s,
+                 edits = edits || jsonb_build_array(jsonb_build_object(
+                     'at', coalesce(%(now)s, now()), 'by', %(actor)s::text, 'changes', %(changes)s::jsonb)),
+                 updated_at = coalesce(%(now)s, now())
+WHERE id = %(task_id)s
 RETURNING *;
 
 -- name: tasks_first_analyze_due
@@ -29,10 +41,10 @@ WITH actor AS (
 )
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                   parent_id, batch_id, held, submitted_by, run_after, created_at, updated_at)
+                   parent_id, batch_id, held, scanned, submitted_by, run_after, created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
        r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts,
-       r.parent_id, r.batch_id, r.held, %(submitted_by)s,
+       r.parent_id, r.batch_id, r.held, r.scanned, %(submitted_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
                              %(document_uri)s::text[], %(document_name)s::text[],
@@ -40,10 +52,11 @@ FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority
                              %(document_chars)s::integer[], %(pages)s::integer[],
                              %(estimated_tokens)s::integer[],
                              %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
-                             %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[])
+                             %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[],
+                             %(scanned)s::boolean[])
      WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
                           document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                          parent_id, batch_id, held, ord)
+                          parent_id, batch_id, held, scanned, ord)
 ORDER BY r.ord
 RETURNING *;
 
@@ -97,7 +110,7 @@ WITH seed AS MATERIALIZED (
     -- its task id, its attempt number and this 244-bit key, which never leaves the statement.
     SELECT gen_random_uuid()::text || gen_random_uuid()::text AS key
 ), wanted AS (
-    SELECT a.name, a.lease_seconds, a.executor, s.pool, s.slots,
+    SELECT a.name, a.lease_seconds, a.executor, a.settings ->> 'extractor' AS extractor, s.pool, s.slots,
            -- Whether the agent learned its token costs yet (only then is each task's line computed).
            EXISTS (SELECT 1 FROM agent_token_rates r WHERE r.agent = a.name AND r.samples >= 3) AS learned
     FROM agents a
@@ -146,10 +159,10 @@ WITH seed AS MATERIALIZED (
     ) r
     WHERE r.n <= r.slots
 ), opened AS (
-    INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
+    INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, extractor, callback_secret,
                                estimated_tokens, started_at, heartbeat_at)
     SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s,
-           coalesce(%(executor)s, w.executor),
+           coalesce(%(executor)s, w.executor), coalesce(t.run_overrides ->> 'extractor', w.extractor),
            encode(sha256((t.id::text || '.' || (t.attempt_count + 1)::text || '.' || seed.key)::bytea), 'hex'),
            -- The reservation: what this agent's documents were learned to cost, else the estimate.
            CASE WHEN t.estimate_is_static AND w.learned
