@@ -64,6 +64,40 @@ async def release_batch(pool: ConnectionPool, batch_id: int, *, actor: str) -> i
     return await _in_thread(pool, forecast.batch_release, batch_id, actor=actor)
 
 
+async def discard_batch(pool: ConnectionPool, batch_id: int, *, actor: str) -> int:
+    """Cancels a held batch's queued documents; returns how many."""
+    return await _in_thread(pool, forecast.batch_discard, batch_id, actor=actor)
+
+
+@dataclass(frozen=True)
+class HeldBatch:
+    """A batch held for review: what it holds and its forecast, as every list of batches shows it."""
+
+    batch_id: int
+    agent: str
+    customer: str | None
+    priority: int
+    submitted_by: str | None
+    created_at: datetime
+    tasks: int
+    held_tasks: int
+    pages: int
+    forecast: dict[str, Any]
+
+
+async def held_batches(pool: ConnectionPool) -> list[HeldBatch]:
+    """Every batch held for review, newest first."""
+    rows = await _in_thread(pool, forecast.batch_held_list)
+    return [HeldBatch(batch_id=r["id"], agent=r["agent"], customer=r["customer"], priority=r["priority"],
+                      submitted_by=r["submitted_by"], created_at=r["created_at"], tasks=r["tasks"],
+                      held_tasks=r["held_tasks"], pages=int(r["pages"]), forecast=r["forecast"]) for r in rows]
+
+
+async def batch_files(pool: ConnectionPool, batch_id: int) -> list[dict[str, Any]]:
+    """A batch's files and their tasks, in upload order."""
+    return await _in_thread(pool, forecast.batch_task_list, batch_id)
+
+
 @dataclass(frozen=True)
 class BatchOutcome:
     """A batch's forecast against what it actually took (actuals so far until it ends)."""
@@ -77,6 +111,7 @@ class BatchOutcome:
     actual_llm_cost_usd: float
     actual_compute_cost_usd: float
     actual_seconds: float | None      # dispatch (release, or submission) to the last task's end
+    discarded: bool = False           # an operator discarded it while held: its documents were cancelled
 
     @property
     def done(self) -> bool:
@@ -100,11 +135,13 @@ class BatchOutcome:
 def _outcome(row: dict[str, Any]) -> BatchOutcome:
     start = row["released_at"] or row["created_at"]
     end = row["last_finished_at"]
-    return BatchOutcome(batch_id=row["id"], held=row["held"], tasks=row["tasks"], finished=row["finished"],
+    # A held batch whose documents were all cancelled holds nothing to submit.
+    return BatchOutcome(batch_id=row["id"], held=row["held"] and row["held_tasks"] > 0, tasks=row["tasks"], finished=row["finished"],
                         forecast=row["forecast"], actual_tokens=int(row["actual_tokens"]),
                         actual_llm_cost_usd=float(row["actual_llm_cost_usd"]),
                         actual_compute_cost_usd=float(row["actual_compute_cost_usd"]),
-                        actual_seconds=(end - start).total_seconds() if end and row["finished"] == row["tasks"] else None)
+                        actual_seconds=(end - start).total_seconds() if end and row["finished"] == row["tasks"] else None,
+                        discarded=row.get("discarded_at") is not None)
 
 
 async def batch_outcome(pool: ConnectionPool, batch_id: int) -> BatchOutcome:

@@ -11,7 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema import customers, queue
-from schema.errors import InvalidArgument, NotFound, TransactionInProgress
+from schema.errors import InvalidArgument, InvalidTransition, NotFound, TransactionInProgress
 from schema.sql import fetch_all, fetch_one
 
 # Completed attempts an agent's rates are learned from, newest first.
@@ -305,6 +305,30 @@ def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: d
         if row["event_ids"]:
             fetch_all(conn, "task_events_notify", {"event_ids": row["event_ids"]})
     return len(row["event_ids"])
+
+
+def batch_held_list(conn: psycopg.Connection, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The batches held for review, newest first."""
+    return fetch_all(conn, "batch_held_list", {"limit": limit})
+
+
+def batch_task_list(conn: psycopg.Connection, batch_id: int) -> list[dict[str, Any]]:
+    """A batch's files and their tasks, in upload order."""
+    return fetch_all(conn, "batch_task_list", {"batch_id": batch_id})
+
+
+def batch_discard(conn: psycopg.Connection, batch_id: int, *, actor: str, now: datetime | None = None) -> int:
+    """Discards a held upload: its queued documents are cancelled; returns how many (the batch must
+    be held: NotFound for an unknown one, InvalidTransition for one that is not held)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
+    batch_get(conn, batch_id)
+    with conn.transaction():
+        conn.execute("SELECT set_config('quire.actor', %s, true)", [actor])
+        row = fetch_one(conn, "batch_discard", {"batch_id": batch_id, "actor": actor, "now": now})
+    if not row["batches"]:
+        raise InvalidTransition(f"batch {batch_id} is not held: only a held batch can be discarded")
+    return row["tasks"]
 
 
 @dataclass(frozen=True)

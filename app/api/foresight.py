@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
+from fastapi import APIRouter, Depends, HTTPException, Path as PathParam, Query
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 
@@ -13,7 +13,7 @@ from app import foresight
 from app.api import limits
 from app.api.common import get_pool, get_settings
 from app.auth import Identity, require_operator, require_user
-from schema.errors import InvalidArgument, NotFound
+from schema.errors import InvalidArgument, InvalidTransition, NotFound
 from schema.forecast import FileFacts
 from schema.settings import Settings
 
@@ -82,6 +82,7 @@ class BatchOut(BaseModel):
     actual_llm_cost_usd: float
     actual_compute_cost_usd: float
     actual_seconds: float | None
+    discarded: bool = False  # discarded while held: its documents were cancelled
     comparison: str
 
 
@@ -92,6 +93,29 @@ async def _batch(pool: ConnectionPool, batch_id: int) -> BatchOut:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     return BatchOut(**{k: getattr(outcome, k) for k in BatchOut.model_fields if k not in ("done", "comparison")},
                     done=outcome.done, comparison=outcome.comparison())
+
+
+class HeldBatchOut(BaseModel):
+    batch_id: int
+    agent: str
+    customer: str | None
+    priority: int
+    submitted_by: str | None
+    created_at: datetime
+    tasks: int
+    held_tasks: int
+    pages: int
+    forecast: dict
+
+
+@router.get("/batches", response_model=list[HeldBatchOut])
+async def list_batches(held: bool = Query(True, description="only held batches are listed (true)"),
+                       _: Identity = Depends(require_user),
+                       pool: ConnectionPool = Depends(get_pool)) -> list[HeldBatchOut]:
+    """The batches held for review, newest first: nothing held is hidden."""
+    if not held:
+        raise HTTPException(status_code=422, detail="only held batches are listed: leave held=true")
+    return [HeldBatchOut(**b.__dict__) for b in await foresight.held_batches(pool)]
 
 
 @router.get("/batches/{batch_id}", response_model=BatchOut)
@@ -174,3 +198,22 @@ async def put_budget(body: BudgetIn, customer: str = PathParam(..., min_length=1
         return _budget_out(await foresight.set_budget(pool, customer, body.monthly_llm_budget_usd, actor=who.name))
     except InvalidArgument as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
+
+
+class DiscardOut(BaseModel):
+    batch_id: int
+    cancelled: int
+
+
+@router.post("/batches/{batch_id}/discard", response_model=DiscardOut,
+             responses={403: {"description": "not an operator"}, 409: {"description": "not held"}})
+async def discard_batch(batch_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+                        pool: ConnectionPool = Depends(get_pool)) -> DiscardOut:
+    """Discards a held batch: its queued documents are cancelled and nothing of it runs."""
+    try:
+        cancelled = await foresight.discard_batch(pool, batch_id, actor=who.name)
+    except NotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    except InvalidTransition as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
+    return DiscardOut(batch_id=batch_id, cancelled=cancelled)

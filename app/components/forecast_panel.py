@@ -22,10 +22,12 @@ class ForecastPanel:
     """Shows one batch's forecast; the operator submits it or keeps it held."""
 
     def __init__(self, batch_id: int, plan: Forecast, *, held: bool, operator: bool,
-                 on_release: Callable[[int], Awaitable[bool]]) -> None:
+                 on_release: Callable[[int], Awaitable[bool]],
+                 on_discard: Callable[[int], Awaitable[bool]] | None = None) -> None:
         self.batch_id = batch_id
         self.plan = plan
         self._on_release = on_release
+        self._on_discard = on_discard
         with ui.card().classes("quire-card w-full p-4 gap-2 border-l-4 border-blue-700") \
                 .props(f'data-testid="forecast-{batch_id}"') as self.card:
             with ui.row().classes("w-full items-center gap-3"):
@@ -60,21 +62,29 @@ class ForecastPanel:
             ui.label(label).classes("quire-kpi-label")
             ui.label(value).classes("text-base font-semibold text-slate-900").props(f'data-testid="{testid}"')
 
-    def show_state(self, *, held: bool, operator: bool) -> None:
+    def show_state(self, *, held: bool, operator: bool, discarded: bool = False) -> None:
+        """Held: Submit and Discard; submitted or discarded: no action (nothing left to submit)."""
         self.actions.clear()
-        self.state.set_text("held: not running" if held else "submitted")
-        self.state.props(f"color={'warning' if held else 'positive'}")
+        self.state.set_text("held: not running" if held else "discarded" if discarded else "submitted")
+        self.state.props(f"color={'warning' if held else 'grey-7' if discarded else 'positive'}")
         if not held:
             return
         with self.actions:
             ui.button("Submit batch", icon="play_arrow", on_click=self._release) \
                 .props('unelevated color=primary data-testid="forecast-submit"').set_enabled(operator)
+            if self._on_discard is not None:
+                ui.button("Discard", icon="delete_outline", on_click=self._discard) \
+                    .props('outline color=negative data-testid="forecast-discard"').set_enabled(operator)
             ui.label("Held: the documents are stored and queued, and nothing runs until submitted.") \
                 .classes("text-sm quire-muted")
 
     async def _release(self) -> None:
         if await self._on_release(self.batch_id):
             self.show_state(held=False, operator=True)
+
+    async def _discard(self) -> None:
+        if self._on_discard is not None and await self._on_discard(self.batch_id):
+            self.show_state(held=False, operator=True, discarded=True)
 
     def show_outcome(self, text: str) -> None:
         """Forecast against actual, once the batch has ended."""

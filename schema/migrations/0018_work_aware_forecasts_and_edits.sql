@@ -12,3 +12,9 @@ ALTER TABLE task_attempts ADD COLUMN extractor text;
 -- `model`), and every edit with who made it and when ({at, by, changes: {field: [from, to]}}).
 ALTER TABLE tasks ADD COLUMN run_overrides jsonb NOT NULL DEFAULT '{}'::jsonb;
 ALTER TABLE tasks ADD COLUMN edits jsonb NOT NULL DEFAULT '[]'::jsonb;
+
+-- A held batch an operator discarded: its queued documents were cancelled, and it no longer waits
+-- for a release. Held batches are listed wherever batches are (the partial index keeps that cheap).
+ALTER TABLE batches ADD COLUMN discarded_at timestamptz;
+ALTER TABLE batches ADD COLUMN discarded_by text;
+CREATE INDEX batches_held_idx ON batches (id) WHERE held;

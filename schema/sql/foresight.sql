@@ -147,7 +147,7 @@ SELECT b.*,
        (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id) AS tasks,
        (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id
           AND t.status IN ('completed', 'failed', 'cancelled')) AS finished,
-       (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id AND t.held) AS held_tasks,
+       (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id AND t.held AND t.status = 'enqueued') AS held_tasks,
        (SELECT max(t.finished_at) FROM tasks t WHERE t.batch_id = b.id) AS last_finished_at,
        (SELECT coalesce(sum(a.input_tokens + a.output_tokens), 0) FROM task_attempts a
           JOIN tasks t ON t.id = a.task_id WHERE t.batch_id = b.id) AS actual_tokens,
@@ -209,3 +209,37 @@ WHERE a.agent = %(agent)s AND a.status = 'completed' AND a.finished_at IS NOT NU
   AND (a.extractor IS NULL OR a.extractor = %(extractor)s)
 ORDER BY a.id DESC
 LIMIT %(window)s;
+
+-- name: batch_held_list
+-- Every batch still held for review, newest first, with what it holds (held batches are few: an
+-- operator reviews each).
+SELECT b.id, b.agent, b.customer, b.priority, b.submitted_by, b.created_at, b.forecast,
+       count(t.id) AS tasks,
+       count(t.id) FILTER (WHERE t.held AND t.status = 'enqueued') AS held_tasks,
+       coalesce(sum(greatest(t.pages, 0)), 0) AS pages
+FROM batches b LEFT JOIN tasks t ON t.batch_id = b.id
+WHERE b.held
+GROUP BY b.id
+ORDER BY b.id DESC
+LIMIT %(limit)s;
+
+-- name: batch_task_list
+-- A batch's files as the upload page shows them after a reload: name, task, status, pages.
+SELECT t.id, t.document_name, t.status::text AS status, t.pages, t.held, t.scanned, t.document_sha256
+FROM tasks t WHERE t.batch_id = %(batch_id)s
+ORDER BY t.id;
+
+-- name: batch_discard
+-- Discards a held batch: its held, queued documents are cancelled (the task trigger logs each, with
+-- the actor set by the caller) and the batch no longer waits for a release.
+WITH discarded AS (
+    UPDATE batches SET held = false, discarded_at = coalesce(%(now)s, now()), discarded_by = %(actor)s
+    WHERE id = %(batch_id)s AND held
+    RETURNING id
+), cancelled AS (
+    UPDATE tasks t SET status = 'cancelled', held = false, cancelled_by = %(actor)s,
+                       finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+    WHERE t.batch_id = %(batch_id)s AND t.held AND t.status = 'enqueued' AND EXISTS (SELECT 1 FROM discarded)
+    RETURNING t.id
+)
+SELECT (SELECT count(*) FROM discarded) AS batches, (SELECT count(*) FROM cancelled) AS tasks;

