@@ -95,3 +95,50 @@ def test_a_held_batch_is_submitted_from_the_dashboard(browser, app_server):
         assert not queue.get_task(conn, task.id).held
     finally:
         page.context.close()
+
+
+def test_edit_and_retry_through_the_api_is_recorded_on_the_task(app_server):
+    server, conn = app_server
+    queue.configure_agent(conn, "edit-api", settings={"extractor": "offline"})
+    queue.configure_agent(conn, "edit-api-2", settings={"extractor": "offline"})
+    task = queue.enqueue(conn, agent="edit-api", document_uri="/x/edit-api.pdf")
+    queue.cancel(conn, task.id, actor="op")
+    with server.operator() as http:
+        bad = http.post(f"/api/tasks/{task.id}/retry", params={"extractor": "magic"})
+        assert bad.status_code == 422 and "There is no extractor" in bad.json()["detail"]
+        assert http.post(f"/api/tasks/{task.id}/retry", params={"agent": "nobody"}).status_code == 422
+        done = http.post(f"/api/tasks/{task.id}/retry",
+                         params={"agent": "edit-api-2", "extractor": "llm", "model": "big-model", "priority": "8"})
+        assert done.status_code == 200, done.text
+        detail = http.get(f"/api/tasks/{task.id}").json()
+        assert detail["agent"] == "edit-api-2" and detail["priority"] == 8
+        assert detail["run_overrides"] == {"extractor": "llm", "model": "big-model"}
+        (edit,) = detail["edits"]
+        assert edit["by"] == "operator" and edit["at"]
+        assert edit["changes"]["agent"] == ["edit-api", "edit-api-2"]
+
+
+@VIEWPORTS
+def test_edit_and_retry_from_the_task_page(browser, app_server, viewport):
+    server, conn = app_server
+    name = f"edit-ui-{viewport['width']}"
+    queue.configure_agent(conn, name, settings={"extractor": "offline"})
+    task = queue.enqueue(conn, agent=name, document_uri=f"/x/{name}.pdf", document_name=f"{name}.pdf")
+    queue.cancel(conn, task.id, actor="op")
+    page = _page(browser, server, viewport)
+    try:
+        visit(page, f"{server.url}/tasks/{task.id}")
+        page.locator('[data-testid="detail-edit-retry"]').click()
+        dialog = page.locator('[data-testid="edit-dialog"]')
+        dialog.locator('[data-testid="edit-extractor"]').click()
+        page.locator(".q-menu .q-item", has_text="llm").first.click()
+        dialog.locator('[data-testid="edit-model"]').fill("bigger-model")
+        dialog.locator('[data-testid="edit-yes"]').click()
+        expect(page.locator('[data-testid="task-status"]')).to_have_text("enqueued")
+        expect(page.locator('[data-testid="task-edit"]')).to_contain_text("Edited by operator")
+        expect(page.locator('[data-testid="task-edit"]')).to_contain_text("extractor offline → llm")
+        expect(page.locator('[data-testid="run-overrides"]')).to_contain_text("model bigger-model")
+        assert page_width(page) <= viewport["width"]
+        assert queue.get_task(conn, task.id).run_overrides == {"extractor": "llm", "model": "bigger-model"}
+    finally:
+        page.context.close()
