@@ -332,6 +332,36 @@ async def cancel_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> l
     return await _in_thread(pool, _act, ids, "cancel", actor)
 
 
+# A bulk action over the whole filter acts on at most this many tasks at once (it says so).
+BULK_MAX = 10_000
+BULK_STATES = {"retry": ("failed", "cancelled", "completed"), "cancel": ("enqueued", "processing")}
+
+
+@dataclass(frozen=True)
+class BulkPreview:
+    """What a bulk action over the whole filter would touch, counted before anything is done."""
+
+    action: str
+    ids: list[int]
+    statuses: dict[str, int]
+    capped: bool              # more tasks match than BULK_MAX: the first BULK_MAX (by id) are taken
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+
+async def bulk_preview(pool: ConnectionPool, flt: TaskFilter, action: str) -> BulkPreview:
+    """The tasks a retry or cancel of everything the filter selects applies to (every page)."""
+    if action not in BULK_STATES:
+        raise ValueError(f"unknown bulk action {action!r}: use retry or cancel")
+    rows = await _in_thread(pool, stats.task_ids_for_bulk_list, flt, BULK_STATES[action], limit=BULK_MAX + 1)
+    counts: dict[str, int] = {}
+    for _, status in rows[:BULK_MAX]:
+        counts[status] = counts.get(status, 0) + 1
+    return BulkPreview(action, [i for i, _ in rows[:BULK_MAX]], counts, len(rows) > BULK_MAX)
+
+
 # -- submitting ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
     threading.Thread(target=model.serve_forever, daemon=True).start()
     (work / "quire.toml").write_text(
         f"[agents.documents]\nmax_concurrent_tasks = {args.concurrency}\nlease_seconds = 120\n"
-        f"price_input_per_mtok = {PRICE_IN}\nprice_output_per_mtok = {PRICE_OUT}\n"
+        f"model = \"fake\"\nprice_input_per_mtok = {PRICE_IN}\nprice_output_per_mtok = {PRICE_OUT}\n"
         "settings = { extractor = \"llm\" }\n")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUIRE_", "DATABRICKS_"))}

@@ -142,3 +142,43 @@ def test_edit_and_retry_from_the_task_page(browser, app_server, viewport):
         assert queue.get_task(conn, task.id).run_overrides == {"extractor": "llm", "model": "bigger-model"}
     finally:
         page.context.close()
+
+
+@VIEWPORTS
+def test_bulk_retry_over_the_whole_filter_shows_the_count_first_and_can_be_undone(browser, app_server, viewport):
+    server, conn = app_server
+    agent = f"bulk-{viewport['width']}"
+    queue.configure_agent(conn, agent)
+    ids = []
+    for i in range(30):  # more than a page of the table (25 rows)
+        task = queue.enqueue(conn, agent=agent, document_uri=f"/x/{agent}-{i}.pdf", document_name=f"{agent}-{i}.pdf")
+        queue.cancel(conn, task.id, actor="op")
+        ids.append(task.id)
+
+    def statuses():
+        return {r["status"] for r in conn.execute(
+            "SELECT status::text AS status FROM tasks WHERE id = ANY(%s)", [ids]).fetchall()}
+
+    page = _page(browser, server, viewport)
+    try:
+        visit(page, f"{server.url}/dashboard?agent={agent}&status=cancelled")
+        page.locator('[data-testid="retry-all"]').click()
+        dialog = page.locator('[data-testid="confirm-dialog"]')
+        expect(dialog.locator('[data-testid="confirm-title"]')).to_have_text("Run 30 failed or cancelled tasks again?")
+        expect(dialog).to_contain_text("every matching task on all pages (30)")
+        dialog.locator('[data-testid="confirm-yes"]').click()
+        pending = page.locator('[data-testid="bulk-pending"]')
+        expect(pending).to_contain_text("Retrying 30 tasks in")
+        pending.locator('[data-testid="bulk-undo"]').click()
+        expect(pending).to_be_hidden()
+        expect(page.locator(".q-notification", has_text="Undone: no task was retried")).to_be_visible()
+        assert statuses() == {"cancelled"}
+        assert page_width(page) <= viewport["width"]
+        # Again, left to run: every one of the 30 is retried, not only the page shown.
+        page.locator('[data-testid="retry-all"]').click()
+        dialog.locator('[data-testid="confirm-yes"]').click()
+        expect(pending).to_contain_text("Retrying 30 tasks in")
+        expect(page.locator(".q-notification", has_text="30 tasks retried")).to_be_visible(timeout=20_000)
+        assert statuses() == {"enqueued"}
+    finally:
+        page.context.close()
