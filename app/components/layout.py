@@ -44,6 +44,8 @@ body { background: #f5f7fa; }
   .q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; }
   /* The brand's dark blue is unreadable on the dark theme: links and outlines turn light blue. */
   .body--dark .text-primary { color: #93c5fd !important; }
+  /* Toasts appear below the header, never over it. */
+  .q-notifications__list--top { top: 60px !important; }
 }
 .quire-nowrap { white-space: nowrap; }
 /* NiceGUI's "connection lost" popup: a blip shorter than this (as at start-up) never shows it. */
@@ -55,9 +57,12 @@ body { background: #f5f7fa; }
 .body--dark .q-uploader__list { background: #0f1829; }
 .body--dark .q-table th { color: #cbd5e1; }
 .body--dark .q-timeline__content { color: #cbd5e1; }
+/* The header's parts never wrap: the nav and the live pill stay one line each. */
+.quire-nav a, .quire-live { white-space: nowrap; flex-shrink: 0; }
 @media (max-width: 640px) {
-  .quire-header-name, .quire-header-title { display: none; }
-  .quire-nav a { padding: 6px 8px; }
+  .quire-header-name, .quire-header-title, .quire-header-account { display: none; }
+  .quire-nav a { padding: 6px 6px; }
+  .quire-live { padding: 2px 8px !important; }
 }
 """
 
@@ -65,7 +70,7 @@ body { background: #f5f7fa; }
 def live_indicator() -> Callable[[], None]:
     """A `live` / `polling` badge that follows the process's LISTEN health; returns its updater."""
     broadcaster = live.current()
-    with ui.element("div").classes("flex items-center gap-2 px-3 py-1 rounded-full") \
+    with ui.element("div").classes("quire-live flex items-center gap-2 px-3 py-1 rounded-full no-wrap") \
             .style("background: rgba(255,255,255,0.08)") as box:
         dot = ui.element("span").classes("quire-dot")
         label = ui.label().classes("text-sm text-white").props('data-testid="live-indicator"')
@@ -112,7 +117,7 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
         with ui.link(target="/").classes("flex items-center gap-2 no-underline"):
             ui.icon("auto_stories", size="26px").classes("text-white")
             ui.label("Quire").classes("text-xl font-semibold text-white tracking-tight quire-header-title")
-        with ui.element("nav").classes("quire-nav flex gap-1"):
+        with ui.element("nav").classes("quire-nav flex gap-1 no-wrap"):
             for path, name in (("/", "Upload"), ("/dashboard", "Dashboard")):
                 ui.link(name, path).classes("active" if name.lower() == active else "")
             ui.link("API", "/docs", new_tab=True)
@@ -120,7 +125,7 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
         show_health = live_indicator()
         _dark_toggle(dark)
         with ui.row().classes("items-center gap-2 text-white no-wrap"):
-            ui.icon("account_circle", size="22px")
+            ui.icon("account_circle", size="22px").classes("quire-header-account")
             ui.label(who.name or "").classes("text-sm quire-header-name").props('data-testid="identity"')
             role = who.role.name.lower()
             # The local operator is named "operator": the badge would only repeat it.

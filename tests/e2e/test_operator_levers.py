@@ -182,3 +182,32 @@ def test_bulk_retry_over_the_whole_filter_shows_the_count_first_and_can_be_undon
         assert statuses() == {"enqueued"}
     finally:
         page.context.close()
+
+
+@VIEWPORTS
+def test_the_header_stays_on_one_line_and_toasts_stay_below_it(browser, app_server, viewport, tmp_path):
+    server, _ = app_server
+    page = _page(browser, server, viewport)
+    try:
+        for path in ("/", "/dashboard"):
+            visit(page, f"{server.url}{path}")
+            nav = page.locator("nav.quire-nav")
+            for link in nav.locator("a").all():
+                assert link.bounding_box()["height"] < 40, "a nav link wrapped onto two lines"
+            nav_box = nav.bounding_box()
+            pill = page.locator(".quire-live").bounding_box()
+            assert pill["height"] < 40, "the live pill wrapped"
+            assert abs((pill["y"] + pill["height"] / 2) - (nav_box["y"] + nav_box["height"] / 2)) < 8, \
+                "the live pill sits on the nav's line"
+            assert pill["x"] + pill["width"] <= viewport["width"] and page_width(page) <= viewport["width"]
+        page.locator('[data-testid="retry-all"]').click()  # nothing matches on an empty filter: a toast says so
+        toast = page.locator(".q-notification").first
+        expect(toast).to_be_visible()
+        # Once it has slid in, the toast sits wholly below the header.
+        page.wait_for_function("""() => {
+            const toast = document.querySelector('.q-notification');
+            const header = document.querySelector('.q-header').getBoundingClientRect();
+            return toast && toast.getBoundingClientRect().top >= header.bottom;
+        }""", timeout=5_000)
+    finally:
+        page.context.close()
