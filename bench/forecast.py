@@ -9,7 +9,8 @@ the prompt it receives. A warm-up batch teaches the agent's rates; then a mixed 
 samples plus documents from bench/corpus.py, 1 to 12 pages) is submitted held, its forecast read,
 released, and followed to the end. Prints forecast and actual cost and duration, and their ratio.
 With --scans N, N of the batch's documents are image-only PDFs (bench/realworld/scan.py: rendered,
-tilted, speckled, JPEG), read through Tesseract; the warm-up then has three small scans too.
+tilted, speckled, JPEG), read through Tesseract; the warm-up then has half as many scans (at
+least 3).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
             time.sleep(0.2)
         warm_docs = corpus(args.warmup, args.seed + 1)
         if args.scans:
-            warm_docs += scans(3, args.seed + 1, pages=(1, 2, 3))
+            warm_docs += scans(max(3, args.scans // 2), args.seed + 1, pages=(1, 2, 3, 6))
             random.Random(args.seed).shuffle(warm_docs)
         warm = submit(http, warm_docs, hold=False)
         wait_done(http, warm["batch_id"], timeout=1800)
@@ -199,6 +200,15 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
         print(f"{'':<20}{'forecast':>14}{'actual':>14}{'actual/forecast':>18}")
         for label, f, a in rows:
             print(f"{label:<20}{f:>14,.4f}{a:>14,.4f}{(a / f if f else float('nan')):>18.3f}")
+        with db.connect(dsn) as conn:
+            print("run seconds per page, by batch and kind (mean over completed attempts):")
+            for r in conn.execute(
+                    "SELECT t.batch_id, t.scanned, count(*) AS n, sum(t.pages) AS pages, "
+                    "round(sum(extract(epoch FROM a.finished_at - a.started_at))::numeric / sum(t.pages), 2) AS s "
+                    "FROM task_attempts a JOIN tasks t ON t.id = a.task_id WHERE a.status = 'completed' "
+                    "GROUP BY 1, 2 ORDER BY 1, 2").fetchall():
+                kind = "scans" if r["scanned"] else "text"
+                print(f"  batch {r['batch_id']} {kind:<6}{r['n']:>4} documents {r['pages']:>4} pages {r['s']:>8} s/page")
         return 0
     finally:
         app.terminate()

@@ -43,9 +43,9 @@ class ForecastPanel:
                              "forecast-llm-cost")
                 self._figure("Compute cost", fmt.money(plan.compute_cost_usd), "forecast-compute-cost")
                 self._figure("ETA", eta_range(plan), "forecast-eta")
-            ahead = f"{plan.ahead_tasks:,}" if plan.ahead_exact else f"about {plan.ahead_tasks:,}"
+            ahead = fmt.plural(plan.ahead_tasks, "task") if plan.ahead_exact else f"about {plan.ahead_tasks:,} tasks"
             tpm = f", {plan.max_tpm:,} tokens/min" if plan.max_tpm else ""
-            ui.label(f"{ahead} tasks queued ahead at priority {plan.priority} or above; {fmt.at_once(plan.concurrency)}"
+            ui.label(f"{ahead} queued ahead at priority {plan.priority} or above; {fmt.at_once(plan.concurrency)}"
                      f"{tpm}; {plan.basis}.").classes("text-sm quire-muted")
             if plan.warning:  # the agent cannot run, or is paused: said before anyone waits on the ETA
                 ui.label(plan.warning).classes("text-sm text-red-800").props('data-testid="forecast-warning" role="alert"')

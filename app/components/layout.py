@@ -58,9 +58,11 @@ body { background: #f5f7fa; }
 .body--dark .q-table th { color: #cbd5e1; }
 .body--dark .q-timeline__content { color: #cbd5e1; }
 /* The header's parts never wrap: the nav and the live pill stay one line each. */
+.quire-header-phone { display: none; }
 .quire-nav a, .quire-live { white-space: nowrap; flex-shrink: 0; }
 @media (max-width: 640px) {
   .quire-header-name, .quire-header-title, .quire-header-account { display: none; }
+  .quire-header-phone { display: inline-flex; }
   .quire-nav a { padding: 6px 6px; }
   .quire-live { padding: 2px 8px !important; }
 }
@@ -133,7 +135,11 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
                 ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs") \
                     .props('data-testid="role"')
             if who.via == "session":
-                ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2 quire-nowrap")
+                ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2 quire-nowrap quire-header-name")
+                # On a phone, an icon: the words would push the header past the screen's edge.
+                with ui.link(target="/auth/logout").classes("quire-header-phone text-blue-200") \
+                        .props('aria-label="Sign out"'):
+                    ui.icon("logout", size="20px")
     with ui.column().classes("w-full max-w-[1400px] mx-auto px-3 sm:px-6 py-6 gap-6") as content:
         yield content
     # Timers wait for the browser's connection, which makes NiceGUI send the page at once: they

@@ -29,7 +29,7 @@ RETRY_PRIORITIES = {-1: "its own priority", 9: "9 · urgent", 7: "7 · high", 5:
 def edit_text(edit: dict) -> str:
     """One edit-and-retry as the task page lists it: who, when, and each field from and to."""
     at = datetime.fromisoformat(edit["at"]) if isinstance(edit.get("at"), str) else edit.get("at")
-    changes = "; ".join(f"{field} {old if old not in (None, '') else 'default'} → {new}"
+    changes = "; ".join(f"{field} {old if old not in (None, '') else 'the agent’s own'} → {new}"
                         for field, (old, new) in sorted((edit.get("changes") or {}).items()))
     return f"Edited by {edit.get('by') or 'someone'} {fmt.ago(at)} ({fmt.exact(at)}): {changes or 'no change'}"
 
@@ -144,7 +144,7 @@ class TaskView:
                         ui.link(f"task {task.parent_id}", f"/tasks/{task.parent_id}").classes("text-primary")
                 if task.run_overrides:
                     ui.label("Runs with " + ", ".join(f"{k} {v}" for k, v in sorted(task.run_overrides.items()))
-                             + f" instead of agent {task.agent}'s own").classes("text-sm") \
+                             + " instead of the agent's own settings").classes("text-sm") \
                         .props('data-testid="run-overrides"')
                 for edit in task.edits:
                     ui.label(edit_text(edit)).classes("text-sm quire-muted break-words").props('data-testid="task-edit"')
