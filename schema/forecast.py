@@ -122,6 +122,29 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
+def _overlap_while_queued(runs: list[dict[str, Any]]) -> float | None:
+    """How many runs went at once while work was waiting: within each stretch of back-to-back runs,
+    from its first start to its last (after the last start nothing waited, and the tail would read
+    as lost overlap). None when no stretch had two starts apart in time."""
+    spans = sorted((r["started_at"], r["finished_at"]) for r in runs)
+    stretches: list[list[tuple]] = []
+    busy_until = None
+    for start, end in spans:
+        if busy_until is None or start > busy_until:
+            stretches.append([])
+        stretches[-1].append((start, end))
+        busy_until = end if busy_until is None or start > busy_until else max(busy_until, end)
+    ran = window = 0.0
+    for stretch in stretches:
+        first, last = stretch[0][0], max(s for s, _ in stretch)
+        length = (last - first).total_seconds()
+        if len(stretch) < 2 or length <= 0:
+            continue
+        window += length
+        ran += sum(max(0.0, (min(e, last) - max(s, first)).total_seconds()) for s, e in stretch)
+    return ran / window if window > 0 else None
+
+
 def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
     """The one place forecasts read an agent's rates from: tokens from its completed attempts, and
     seconds per document and page learned apart for text and for scans, per agent and extractor."""
@@ -151,10 +174,19 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
             if predicted > 0:
                 ratios.append(run["wall_s"] / predicted)
         if len(ratios) >= LEARN_MIN:
-            spread = (min(_quantile(ratios, 0.25), 1.0), max(_quantile(ratios, 0.75), 1.0))
+            # A few slow runs (a cold start, a busy moment) pull a least-squares line up: the
+            # forecast is the line times the median of actual over predicted, and its range the
+            # 25th to the 75th percentile around it.
+            median = _quantile(ratios, 0.5)
+            if median > 0:
+                base, per_page = base * median, per_page * median
+                ocr_base, ocr_per_page = ocr_base * median, ocr_per_page * median
+                spread = (min(_quantile(ratios, 0.25) / median, 1.0), max(_quantile(ratios, 0.75) / median, 1.0))
     compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
     # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
-    parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
+    parallelism = _overlap_while_queued(runs) if len(runs) >= LEARN_MIN else None
+    if parallelism is None:
+        parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
     return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism,
                  ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
                  spread=spread, mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)

@@ -201,7 +201,7 @@ ORDER BY f.ord;
 -- An agent's recent completed attempts with the extractor it has now (or none recorded): wall
 -- seconds, pages, and whether the document had no text layer (its pages went through OCR), for
 -- seconds per page learned apart for scans and for text.
-SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s,
+SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s, a.started_at, a.finished_at,
        greatest(coalesce(t.pages, 1), 1)::float8 AS pages,
        t.scanned AS ocr
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id

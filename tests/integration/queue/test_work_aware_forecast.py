@@ -135,3 +135,31 @@ def test_edit_and_retry_refuses_what_cannot_run(conn):
     with pytest.raises(InvalidTransition):  # still enqueued: nothing to retry
         queue.retry(conn, task.id, actor="op", extractor="llm")
     assert queue.get_task(conn, task.id).edits == []
+
+
+def test_held_batches_are_listed_and_a_discarded_one_holds_nothing(conn):
+    make_agent(conn)
+    plan = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=2)] * 2,
+                                   workers=1, compute_rate_usd_per_hour=0)
+    kept = forecast.batch_create(conn, plan, customer="acme", held=True, submitted_by="op")
+    dropped = forecast.batch_create(conn, plan, customer="acme", held=True, submitted_by="op")
+    for batch in (kept, dropped):
+        for _ in range(2):
+            make_task(conn, batch_id=batch, held=True, pages=2)
+    listed = forecast.batch_held_list(conn)
+    assert [b["id"] for b in listed] == [dropped, kept]
+    assert listed[0]["held_tasks"] == 2 and listed[0]["pages"] == 4
+    assert forecast.batch_discard(conn, dropped, actor="alice") == 2
+    assert [b["id"] for b in forecast.batch_held_list(conn)] == [kept]
+    row = forecast.batch_get(conn, dropped)
+    assert row["discarded_by"] == "alice" and row["held_tasks"] == 0
+    tasks = forecast.batch_task_list(conn, dropped)
+    assert {t["status"] for t in tasks} == {"cancelled"}
+    events = queue.get_task(conn, tasks[0]["id"]).events
+    assert events[-1].status.value == "cancelled" and events[-1].actor == "alice"
+    with pytest.raises(InvalidTransition):
+        forecast.batch_discard(conn, dropped, actor="alice")
+    # A held batch whose documents were all cancelled one by one holds nothing to submit.
+    for task in forecast.batch_task_list(conn, kept):
+        queue.cancel(conn, task["id"], actor="op")
+    assert forecast.batch_get(conn, kept)["held_tasks"] == 0
