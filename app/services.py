@@ -17,8 +17,9 @@ from app import figure_cache
 from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_files, readable_where_it_runs, store_document
 from schema import queue, rollups, stats, waiting
-from schema.errors import InvalidTransition, NotFound, QuireError
-from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Agent, Task, TaskStatus
+from schema.errors import InvalidArgument, InvalidTransition, NotFound, QuireError, UnknownAgent
+from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, TERMINAL_STATUSES, Agent, Task,
+                           TaskStatus)
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
 
@@ -314,14 +315,16 @@ class ActionResult:
     new_task_id: int | None = None
     status: str | None = None
     not_found: bool = False
+    invalid: bool = False     # the request itself was wrong (an unknown extractor, say)
 
 
-def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = None) -> list[ActionResult]:
+def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = None,
+         edit: dict[str, str | None] | None = None) -> list[ActionResult]:
     results = []
     for task_id in ids:
         try:
             if action == "retry":
-                task = queue.retry(conn, task_id, actor=actor, priority=priority)
+                task = queue.retry(conn, task_id, actor=actor, priority=priority, **(edit or {}))
                 text = (f"task {task_id} re-extracted as task {task.id}" if task.id != task_id
                         else f"task {task_id} re-enqueued")
             else:
@@ -330,19 +333,58 @@ def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = N
             results.append(ActionResult(task_id, True, text, new_task_id=task.id, status=task.status.value))
         except InvalidTransition as exc:
             results.append(ActionResult(task_id, False, str(exc)))
+        except UnknownAgent as exc:
+            results.append(ActionResult(task_id, False, str(exc), invalid=True))
         except NotFound as exc:
             results.append(ActionResult(task_id, False, str(exc), not_found=True))
+        except InvalidArgument as exc:
+            results.append(ActionResult(task_id, False, str(exc), invalid=True))
     return results
 
 
-async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str,
-                      priority: int | None = None) -> list[ActionResult]:
-    """Retries each task (at `priority` if given, else its own); a completed task gets a re-extraction child."""
-    return await _in_thread(pool, _act, ids, "retry", actor, priority)
+async def retry_tasks(pool: ConnectionPool, ids: list[int], *, actor: str, priority: int | None = None,
+                      agent: str | None = None, extractor: str | None = None,
+                      model: str | None = None) -> list[ActionResult]:
+    """Retries each task (at `priority` if given, else its own); a completed task gets a re-extraction
+    child. An agent, extractor or model given makes it an edit and retry, recorded on the task."""
+    edit = {"agent": agent, "extractor": extractor, "model": model}
+    return await _in_thread(pool, _act, ids, "retry", actor, priority, edit)
 
 
 async def cancel_tasks(pool: ConnectionPool, ids: list[int], *, actor: str) -> list[ActionResult]:
     return await _in_thread(pool, _act, ids, "cancel", actor)
+
+
+# A bulk action over the whole filter acts on at most this many tasks at once (it says so).
+BULK_MAX = 10_000
+# Retry takes every ended task (the terminal set); cancel every live one.
+BULK_STATES = {"retry": tuple(sorted(s.value for s in TERMINAL_STATUSES)),
+               "cancel": (TaskStatus.ENQUEUED.value, TaskStatus.PROCESSING.value)}
+
+
+@dataclass(frozen=True)
+class BulkPreview:
+    """What a bulk action over the whole filter would touch, counted before anything is done."""
+
+    action: str
+    ids: list[int]
+    statuses: dict[str, int]
+    capped: bool              # more tasks match than BULK_MAX: the first BULK_MAX (by id) are taken
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+
+async def bulk_preview(pool: ConnectionPool, flt: TaskFilter, action: str) -> BulkPreview:
+    """The tasks a retry or cancel of everything the filter selects applies to (every page)."""
+    if action not in BULK_STATES:
+        raise ValueError(f"unknown bulk action {action!r}: use retry or cancel")
+    rows = await _in_thread(pool, stats.task_ids_for_bulk_list, flt, BULK_STATES[action], limit=BULK_MAX + 1)
+    counts: dict[str, int] = {}
+    for _, status in rows[:BULK_MAX]:
+        counts[status] = counts.get(status, 0) + 1
+    return BulkPreview(action, [i for i, _ in rows[:BULK_MAX]], counts, len(rows) > BULK_MAX)
 
 
 # -- submitting ---------------------------------------------------------------------------------
@@ -422,6 +464,7 @@ class SubmitResult:
     duplicate_of: dict[str, Any] | None = None
     einvoice: str | None = None   # the e-invoice standard the file is or embeds
     duplicate_uri: str | None = None  # where the offered task's document is stored (never shown)
+    scanned: bool = False         # no text layer: its pages go through OCR
 
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
@@ -463,7 +506,7 @@ def _enqueue_checked(conn, settings: Settings, uploads: list[Upload],
             results.append(SubmitResult(upload.name, "rejected", error=str(doc)))
         else:
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages,
-                                        einvoice=doc.einvoice))
+                                        einvoice=doc.einvoice, scanned=bool(doc.pages) and not doc.chars))
             accepted.append((results[-1], doc))
     # Looked up on a re-run too: the new task is linked to the one it repeats. Only the same
     # customer's documents are offered: another customer's task and result are none of theirs.
@@ -488,7 +531,7 @@ def _enqueue_checked(conn, settings: Settings, uploads: list[Upload],
                     # An e-invoice is read from its XML: it reserves no model tokens.
                     **({"estimated_tokens": 1} if doc.einvoice else {}),
                     parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
-                    batch_id=options.batch_id, held=options.held)
+                    batch_id=options.batch_id, held=options.held, scanned=bool(doc.pages) and not doc.chars)
                for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)

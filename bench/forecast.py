@@ -1,13 +1,16 @@
 """Forecast against actual: a mixed batch through a real app and worker, forecast before it runs.
 
 Usage:
-    python bench/forecast.py [--dsn DSN] [--documents 60] [--warmup 12] [--concurrency 3]
+    python bench/forecast.py [--dsn DSN] [--documents 60] [--warmup 12] [--concurrency 3] [--scans N]
 
 Starts `quire serve` (app plus co-hosted worker, local executor, the LLM extractor) on a fresh
 database, with a local OpenAI-compatible fake model endpoint that bills tokens in proportion to
 the prompt it receives. A warm-up batch teaches the agent's rates; then a mixed batch (the bundled
 samples plus documents from bench/corpus.py, 1 to 12 pages) is submitted held, its forecast read,
 released, and followed to the end. Prints forecast and actual cost and duration, and their ratio.
+With --scans N, N of the batch's documents are image-only PDFs (bench/realworld/scan.py: rendered,
+tilted, speckled, JPEG), read through Tesseract; the warm-up then has half as many scans (at
+least 3).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ if __package__ in (None, ""):
 from bench.corpus import generate_document, kind_for  # noqa: E402
 from bench.fake_http import FakeHttpServer, Request  # noqa: E402
 from bench.pgserver import bench_server  # noqa: E402
+from bench.realworld.scan import scan_pdf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-forecast-token"
@@ -70,6 +74,18 @@ def corpus(count: int, seed: int) -> list[tuple[str, bytes]]:
     return docs
 
 
+def scans(count: int, seed: int, pages: tuple[int, ...] = (1, 2, 3, 6)) -> list[tuple[str, bytes]]:
+    """Image-only PDFs: generated documents of these page counts, scanned (no text layer)."""
+    kinds = ("invoice", "contract", "financial_statement")
+    rng = random.Random(seed * 7 + 1)
+    out = []
+    for i in range(count):
+        kind = kind_for(i, kinds)
+        data, _ = generate_document(kind, seed + 1000, i, max_pages=rng.choice(pages))
+        out.append((f"{seed}-{i:04d}_{kind}-scan.pdf", scan_pdf(data, dpi=150, seed=seed + i)))
+    return out
+
+
 def submit(http: httpx.Client, docs: list[tuple[str, bytes]], *, hold: bool) -> dict:
     files = [("files", (name, data, "application/pdf")) for name, data in docs]
     response = http.post("/api/tasks", data={"customer": "Bench Co", "priority": "5", "hold": str(hold).lower(),
@@ -96,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=3)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--scans", type=int, default=0, help="image-only PDFs among the documents (read by OCR)")
     args = parser.parse_args(argv)
     with bench_server(args.dsn) as pg:
         return run(args, pg.dsn)
@@ -116,7 +133,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
     model = FakeHttpServer(fake_model).start()
     (work / "quire.toml").write_text(
         f"[agents.documents]\nmax_concurrent_tasks = {args.concurrency}\nlease_seconds = 120\n"
-        f"price_input_per_mtok = {PRICE_IN}\nprice_output_per_mtok = {PRICE_OUT}\n"
+        f"model = \"fake\"\nprice_input_per_mtok = {PRICE_IN}\nprice_output_per_mtok = {PRICE_OUT}\n"
         "settings = { extractor = \"llm\" }\n")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUIRE_", "DATABRICKS_"))}
@@ -142,9 +159,14 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
             if time.monotonic() > deadline or app.poll() is not None:
                 raise SystemExit(f"the app did not start:\n{(work / 'server.log').read_text()[-3000:]}")
             time.sleep(0.2)
-        warm = submit(http, corpus(args.warmup, args.seed + 1), hold=False)
-        wait_done(http, warm["batch_id"], timeout=600)
-        docs = corpus(args.documents, args.seed)
+        warm_docs = corpus(args.warmup, args.seed + 1)
+        if args.scans:
+            warm_docs += scans(max(3, args.scans // 2), args.seed + 1, pages=(1, 2, 3, 6))
+            random.Random(args.seed).shuffle(warm_docs)
+        warm = submit(http, warm_docs, hold=False)
+        wait_done(http, warm["batch_id"], timeout=1800)
+        docs = corpus(args.documents - args.scans, args.seed) + scans(args.scans, args.seed)
+        random.Random(args.seed + 2).shuffle(docs)
         held = submit(http, docs, hold=True)
         plan = held["forecast"]
         started = time.monotonic()
@@ -153,8 +175,10 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
         wall = time.monotonic() - started
         cost_f = (plan["llm_cost_usd"] or 0.0) + plan["compute_cost_usd"]
         cost_a = batch["actual_llm_cost_usd"] + batch["actual_compute_cost_usd"]
-        print(f"batch: {plan['documents']} documents, {plan['pages']} pages, concurrency {plan['concurrency']}, "
-              f"{plan['basis']}")
+        print(f"batch: {plan['documents']} documents, {plan['pages']} pages ({plan.get('scanned_pages', 0)} scanned), "
+              f"concurrency {plan['concurrency']}, {plan['basis']}")
+        if plan.get("eta_low_seconds") is not None:
+            print(f"ETA range: {plan['eta_low_seconds']:,.1f} s to {plan['eta_high_seconds']:,.1f} s")
         rows = [("tokens", plan["tokens"], batch["actual_tokens"]),
                 ("LLM cost (USD)", plan["llm_cost_usd"], batch["actual_llm_cost_usd"]),
                 ("compute cost (USD)", plan["compute_cost_usd"], batch["actual_compute_cost_usd"]),
@@ -163,6 +187,15 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
         print(f"{'':<20}{'forecast':>14}{'actual':>14}{'actual/forecast':>18}")
         for label, f, a in rows:
             print(f"{label:<20}{f:>14,.4f}{a:>14,.4f}{(a / f if f else float('nan')):>18.3f}")
+        with db.connect(dsn) as conn:
+            print("run seconds per page, by batch and kind (mean over completed attempts):")
+            for r in conn.execute(
+                    "SELECT t.batch_id, t.scanned, count(*) AS n, sum(t.pages) AS pages, "
+                    "round(sum(extract(epoch FROM a.finished_at - a.started_at))::numeric / sum(t.pages), 2) AS s "
+                    "FROM task_attempts a JOIN tasks t ON t.id = a.task_id WHERE a.status = 'completed' "
+                    "GROUP BY 1, 2 ORDER BY 1, 2").fetchall():
+                kind = "scans" if r["scanned"] else "text"
+                print(f"  batch {r['batch_id']} {kind:<6}{r['n']:>4} documents {r['pages']:>4} pages {r['s']:>8} s/page")
         return 0
     finally:
         app.terminate()

@@ -20,4 +20,8 @@ def prepare_database(settings: Settings, *, configure_agents: bool = True) -> st
             queue.configure_agent(conn, name, **config.model_dump())
         if budgets:
             customers.customer_budget_apply_config(conn, budgets)
+        if configure_agents:
+            shares = {name: (c.guaranteed_tasks, c.max_tasks) for name, c in settings.customer_configs().items()}
+            if shares:
+                customers.customer_shares_apply_config(conn, shares)
     return dsn

@@ -7,6 +7,7 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from schema.errors import InvalidArgument
 from schema.sql import fetch_all, fetch_one, require_idle
@@ -88,6 +89,25 @@ def customer_budget_apply_config(conn: psycopg.Connection, budgets: dict[str, ob
         for customer, value in budgets.items():
             changed += fetch_one(conn, "customer_budget_apply_config",
                                  {"customer": _customer(customer), "budget": _budget(value)}) is not None
+    return changed
+
+
+def customer_shares_apply_config(conn: psycopg.Connection, shares: dict[str, tuple[int | None, int | None]]) -> int:
+    """Applies quire.toml's guaranteed share and burst ceiling per customer (tasks of each agent at
+    once; None: none) that changed since last applied; returns how many."""
+    changed = 0
+    with conn.transaction():
+        for customer, (guaranteed, ceiling) in shares.items():
+            for value, what in ((guaranteed, "guaranteed_tasks"), (ceiling, "max_tasks")):
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                          or not 1 <= value <= 100_000):
+                    raise InvalidArgument(f"{customer}: {what} must be a whole number of tasks from 1 to 100,000")
+            if guaranteed is not None and ceiling is not None and guaranteed > ceiling:
+                raise InvalidArgument(f"{customer}: the guaranteed tasks ({guaranteed}) cannot be more than "
+                                      f"its ceiling ({ceiling})")
+            changed += fetch_one(conn, "customer_shares_apply_config", {
+                "customer": _customer(customer), "guaranteed": guaranteed, "ceiling": ceiling,
+                "shares": Jsonb({"guaranteed_tasks": guaranteed, "max_tasks": ceiling})}) is not None
     return changed
 
 

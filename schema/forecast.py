@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from schema import queue
-from schema.errors import InvalidArgument, NotFound
+from schema import customers, queue
+from schema.errors import InvalidArgument, InvalidTransition, NotFound
 from schema.models import MAX_PRIORITY, MIN_PRIORITY, is_priority
 from schema.sql import fetch_all, fetch_one, require_idle
 
@@ -22,6 +22,10 @@ LEARN_MIN = 3
 # Until an agent has run anything: seconds per document and per page, and the output token share.
 STATIC_SECONDS_BASE = 6.0
 STATIC_SECONDS_PER_PAGE = 1.5
+# A scanned page goes through OCR (Tesseract at 300 dpi): about 10 s a page on a small machine.
+STATIC_OCR_SECONDS_PER_PAGE = 8.0
+# Until attempts teach the spread: a forecast reads from this share of its figure to this one.
+STATIC_SPREAD = (0.5, 2.0)
 STATIC_OUTPUT_SHARE = 0.15
 # quire_learned_tokens reserves 10% over the learned line; a forecast wants the line itself.
 LEARNED_MARGIN = 1.1
@@ -39,6 +43,7 @@ class FileFacts:
     pages: int | None = None
     document_bytes: int | None = None
     einvoice: bool = False      # read from its XML: no model tokens, whatever the extractor
+    scanned: bool = False       # no text layer: its pages go through OCR
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,19 @@ class Rates:
     compute_share: float        # compute seconds billed per wall second
     learned_from: int           # completed attempts behind the figures (0: static)
     parallelism: float | None = None  # work that ran at once while any ran, observed (None: unknown)
+    # A document without a text layer goes through OCR: its own line, learned apart.
+    ocr_seconds_base: float = STATIC_SECONDS_BASE
+    ocr_seconds_per_page: float = STATIC_OCR_SECONDS_PER_PAGE
+    ocr_learned_from: int = 0
+    # How far actual run times strayed from the line: the 25th and 75th percentile of actual over
+    # predicted (a forecast shows its figure times these as its range).
+    spread: tuple[float, float] = STATIC_SPREAD
+    mean_seconds: float | None = None  # wall seconds of its recent attempts on average (None: too few)
+
+    def seconds(self, pages: float, documents: float = 1, ocr_pages: float = 0, ocr_documents: float = 0) -> float:
+        """Wall seconds of documents with text (`pages` over `documents`) and of scans."""
+        return (self.seconds_base * documents + self.seconds_per_page * pages
+                + self.ocr_seconds_base * ocr_documents + self.ocr_seconds_per_page * ocr_pages)
 
 
 @dataclass(frozen=True)
@@ -73,31 +91,106 @@ class Forecast:
     max_tpm: int | None
     basis: str                  # where the rates came from, in words
     warning: str | None = None  # the agent cannot run, or a Retry-After pauses it: said before upload
+    scanned_pages: int = 0      # pages without a text layer (read through OCR)
+    eta_low_seconds: float | None = None   # the ETA's likely range (25th to 75th percentile)
+    eta_high_seconds: float | None = None
+    budget_warning: str | None = None      # the batch would take its customer past the monthly budget
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def _line(rows: list[dict[str, Any]], base: float, per_page: float) -> tuple[float, float, int]:
+    """Least squares of wall seconds on pages (with one page count only, the mean per document);
+    the given line until there are LEARN_MIN rows."""
+    n = len(rows)
+    if n < LEARN_MIN:
+        return base, per_page, 0
+    sp = sum(r["pages"] for r in rows)
+    ss = sum(r["wall_s"] for r in rows)
+    spp = sum(r["pages"] ** 2 for r in rows)
+    sps = sum(r["pages"] * r["wall_s"] for r in rows)
+    denominator = n * spp - sp ** 2
+    slope = max((n * sps - sp * ss) / denominator if denominator > 1e-9 else 0.0, 0.0)
+    return max((ss - slope * sp) / n, 0.0), slope, n
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def _overlap_while_queued(runs: list[dict[str, Any]]) -> float | None:
+    """How many runs went at once while work was waiting: within each stretch of back-to-back runs,
+    from its first start to its last (after the last start nothing waited, and the tail would read
+    as lost overlap). None when no stretch had two starts apart in time."""
+    spans = sorted((r["started_at"], r["finished_at"]) for r in runs)
+    stretches: list[list[tuple]] = []
+    busy_until = None
+    for start, end in spans:
+        if busy_until is None or start > busy_until:
+            stretches.append([])
+        stretches[-1].append((start, end))
+        busy_until = end if busy_until is None or start > busy_until else max(busy_until, end)
+    ran = window = 0.0
+    for stretch in stretches:
+        first, last = stretch[0][0], max(s for s, _ in stretch)
+        length = (last - first).total_seconds()
+        if len(stretch) < 2 or length <= 0:
+            continue
+        window += length
+        ran += sum(max(0.0, (min(e, last) - max(s, first)).total_seconds()) for s, e in stretch)
+    return ran / window if window > 0 else None
+
+
 def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
-    """The one place forecasts read an agent's rates from (switch here to a learned-rates table)."""
+    """The one place forecasts read an agent's rates from: tokens from its completed attempts, and
+    seconds per document and page learned apart for text and for scans, per agent and extractor."""
+    spec = queue.get_agent(conn, agent)
+    extractor = (spec.settings or {}).get("extractor")
+    runs = fetch_all(conn, "agent_learned_seconds_list", {"agent": agent, "extractor": extractor,
+                                                          "window": LEARN_WINDOW})
+    text_runs = [r for r in runs if not r["ocr"]]
+    scan_runs = [r for r in runs if r["ocr"]]
     r = fetch_one(conn, "agent_learned_rates_one", {"agent": agent, "window": LEARN_WINDOW})
     n = r["n"]
     scale, share = 1.0, STATIC_OUTPUT_SHARE
     if r["n_usage"] >= LEARN_MIN and r["estimated_tokens"] > 0:
         scale = r["tokens"] / r["estimated_tokens"]
         share = r["output_tokens"] / r["tokens"] if r["tokens"] else STATIC_OUTPUT_SHARE
-    base, per_page = STATIC_SECONDS_BASE, STATIC_SECONDS_PER_PAGE
-    if n >= LEARN_MIN:
-        # Least squares of wall seconds on pages; with one page count only, the mean per document.
-        denominator = n * r["sum_pp"] - r["sum_p"] ** 2
-        slope = (n * r["sum_ps"] - r["sum_p"] * r["sum_s"]) / denominator if denominator > 1e-9 else 0.0
-        slope = max(slope, 0.0)
-        base = max((r["sum_s"] - slope * r["sum_p"]) / n, 0.0)
-        per_page = slope
+    base, per_page, text_n = _line(text_runs, STATIC_SECONDS_BASE, STATIC_SECONDS_PER_PAGE)
+    # Until scans have taught their own line: the text line's document base, and OCR's static page rate.
+    ocr_base, ocr_per_page, ocr_n = _line(scan_runs, base, max(per_page, STATIC_OCR_SECONDS_PER_PAGE))
+    if not text_n and ocr_n:  # only scans ran so far: their base stands for text documents too
+        base = ocr_base
+    spread = STATIC_SPREAD
+    if text_n + ocr_n >= LEARN_MIN:
+        ratios = []
+        for run in runs:
+            b, k = (ocr_base, ocr_per_page) if run["ocr"] else (base, per_page)
+            predicted = b + k * run["pages"]
+            if predicted > 0:
+                ratios.append(run["wall_s"] / predicted)
+        if len(ratios) >= LEARN_MIN:
+            # A few slow runs (a cold start, a busy moment) pull a least-squares line up: the
+            # forecast is the line times the median of actual over predicted, and its range the
+            # 25th to the 75th percentile around it.
+            median = _quantile(ratios, 0.5)
+            if median > 0:
+                base, per_page = base * median, per_page * median
+                ocr_base, ocr_per_page = ocr_base * median, ocr_per_page * median
+                spread = (min(_quantile(ratios, 0.25) / median, 1.0), max(_quantile(ratios, 0.75) / median, 1.0))
     compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
     # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
-    parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
-    return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism)
+    parallelism = _overlap_while_queued(runs) if len(runs) >= LEARN_MIN else None
+    if parallelism is None:
+        parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
+    return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism,
+                 ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
+                 spread=spread, mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)
 
 
 def file_tokens(conn: psycopg.Connection, agent: str, files: list[FileFacts], rates: Rates,
@@ -123,7 +216,8 @@ def effective_concurrency(agent_cap: int | None, workers: int, observed: float |
 
 
 def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files: list[FileFacts],
-                   workers: int, compute_rate_usd_per_hour: float, batch_id: int | None = None) -> Forecast:
+                   workers: int, compute_rate_usd_per_hour: float, batch_id: int | None = None,
+                   customer: str | None = None) -> Forecast:
     """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue
     (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
     if not files:
@@ -140,8 +234,8 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
             return max(1, math.ceil(f.document_bytes / queue.BYTES_PER_PAGE))
         return queue.DEFAULT_ESTIMATE_PAGES
 
-    def seconds(pages: float, documents: float = 1) -> float:
-        return rates.seconds_base * documents + rates.seconds_per_page * pages
+    def seconds(f: FileFacts, pages: int) -> float:
+        return rates.seconds(0, 0, pages, 1) if f.scanned else rates.seconds(pages)
 
     pages = [pages_of(f) for f in files]
     cascade = (spec.settings or {}).get("extractor") == "cascade"
@@ -150,11 +244,14 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     if spec.price_input_per_mtok is not None and spec.price_output_per_mtok is not None:
         price_in, price_out = float(spec.price_input_per_mtok), float(spec.price_output_per_mtok)
         llm_cost = tokens * ((1 - rates.output_share) * price_in + rates.output_share * price_out) / 1e6
-    work = sum(seconds(p) for p in pages)
+    each = [seconds(f, p) for f, p in zip(files, pages)]
+    work = sum(each)
     compute_cost = work * rates.compute_share * compute_rate_usd_per_hour / 3600
 
-    ahead = fetch_one(conn, "task_work_ahead_bounded", {"agent": agent, "priority": priority, "bound": AHEAD_BOUND,
-                                                       "batch_id": batch_id})
+    ahead = fetch_one(conn, "task_work_ahead_bounded", {
+        "agent": agent, "priority": priority, "bound": AHEAD_BOUND, "batch_id": batch_id,
+        "base": rates.seconds_base, "per_page": rates.seconds_per_page,
+        "ocr_base": rates.ocr_seconds_base, "ocr_per_page": rates.ocr_seconds_per_page})
     queued, exact = ahead["n"], ahead["n"] < AHEAD_BOUND
     scale_ahead = 1.0
     if not exact:
@@ -162,18 +259,24 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         queued_estimate = int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"])
         scale_ahead = max(queued_estimate, queued) / max(queued, 1)
         queued = max(queued_estimate, queued)
-    ahead_seconds = seconds(ahead["pages"] * scale_ahead, ahead["n"] * scale_ahead)
+    ahead_seconds = rates.seconds((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead,
+                                  (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
+                                  ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead)
     ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
     in_flight = ahead["in_flight"]
     concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
     # Tasks in flight are on average half done; the last document starts once the others have.
-    in_flight_seconds = in_flight * seconds(queue.DEFAULT_ESTIMATE_PAGES) / 2
-    longest = max(seconds(p) for p in pages)
+    in_flight_seconds = ahead["in_flight_seconds"] / 2
+    longest = max(each)
     eta = (ahead_seconds + in_flight_seconds + work) / concurrency + longest * (1 - 1 / concurrency) / 2
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
              else "static estimates (no completed attempts yet)")
+    scanned = sum(p for f, p in zip(files, pages) if f.scanned)
+    if scanned:
+        basis += (f"; OCR time learned from {rates.ocr_learned_from} scans" if rates.ocr_learned_from
+                  else "; OCR time estimated (no scans run yet)")
     warning = None
     if spec.cannot_run:
         warning = (f"Agent {agent} cannot run: {spec.cannot_run}. Its documents wait until that is fixed, "
@@ -183,11 +286,22 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         if paused > 0:
             eta += paused
             warning = f"The model endpoint paused agent {agent} for {paused:,.0f} s more (Retry-After)."
+    budget_warning = None
+    if customer and llm_cost:
+        budget = next((b for b in customers.customer_budget_list(conn) if b.customer == customer), None)
+        if budget is not None and budget.monthly_llm_budget_usd is not None:
+            left = max(float(budget.monthly_llm_budget_usd - budget.month_llm_cost_usd), 0.0)
+            if llm_cost > left:
+                budget_warning = (f"This batch would cost about ${llm_cost:,.2f} in LLM calls, but {customer} has "
+                                  f"${left:,.2f} left of its ${budget.monthly_llm_budget_usd:,.2f} monthly budget. "
+                                  "Its documents wait once the budget is spent.")
     return Forecast(agent=agent, priority=priority, documents=len(files), pages=sum(pages), tokens=tokens,
                     llm_cost_usd=None if llm_cost is None else round(llm_cost, 6), compute_cost_usd=round(compute_cost, 6),
                     work_seconds=round(work, 3), eta_seconds=round(eta, 3), ahead_tasks=queued + in_flight,
                     ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis,
-                    warning=warning)
+                    warning=warning, scanned_pages=scanned,
+                    eta_low_seconds=round(eta * rates.spread[0], 3), eta_high_seconds=round(eta * rates.spread[1], 3),
+                    budget_warning=budget_warning)
 
 
 # -- batches ------------------------------------------------------------------------------------
@@ -225,6 +339,29 @@ def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: d
     return len(row["event_ids"])
 
 
+def batch_held_list(conn: psycopg.Connection, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The batches held for review, newest first."""
+    return fetch_all(conn, "batch_held_list", {"limit": limit})
+
+
+def batch_task_list(conn: psycopg.Connection, batch_id: int) -> list[dict[str, Any]]:
+    """A batch's files and their tasks, in upload order."""
+    return fetch_all(conn, "batch_task_list", {"batch_id": batch_id})
+
+
+def batch_discard(conn: psycopg.Connection, batch_id: int, *, actor: str, now: datetime | None = None) -> int:
+    """Discards a held upload: its queued documents are cancelled; returns how many (the batch must
+    be held: NotFound for an unknown one, InvalidTransition for one that is not held)."""
+    require_idle(conn)
+    batch_get(conn, batch_id)
+    with conn.transaction():
+        conn.execute("SELECT set_config('quire.actor', %s, true)", [actor])
+        row = fetch_one(conn, "batch_discard", {"batch_id": batch_id, "actor": actor, "now": now})
+    if not row["batches"]:
+        raise InvalidTransition(f"batch {batch_id} is not held: only a held batch can be discarded")
+    return row["tasks"]
+
+
 @dataclass(frozen=True)
 class Pace:
     """How fast an agent's queue moves: seconds a task takes on average, and how many run at once."""
@@ -235,9 +372,10 @@ class Pace:
     mean_task_tokens: float
     rates: Rates
 
-    def eta_seconds(self, ahead: int, pages: int | None) -> float:
+    def eta_seconds(self, ahead: int, pages: int | None, scanned: bool = False) -> float:
         """Seconds until a task with `ahead` tasks before it is done."""
-        own = self.rates.seconds_base + self.rates.seconds_per_page * max(pages or queue.DEFAULT_ESTIMATE_PAGES, 1)
+        pages = max(pages or queue.DEFAULT_ESTIMATE_PAGES, 1)
+        own = self.rates.seconds(0, 0, pages, 1) if scanned else self.rates.seconds(pages)
         eta = ahead * self.mean_task_seconds / self.concurrency + own
         if self.max_tpm:
             eta = max(eta, (ahead + 1) * self.mean_task_tokens / self.max_tpm * 60)
@@ -249,7 +387,9 @@ def agent_pace(conn: psycopg.Connection, agent: str, *, workers: int) -> Pace:
     spec = queue.get_agent(conn, agent)
     rates = learned_rates(conn, agent)
     pages = queue.DEFAULT_ESTIMATE_PAGES
-    mean_seconds = rates.seconds_base + rates.seconds_per_page * pages
+    # The tasks ahead: as long as the agent's recent ones took on average (scans and text mixed).
+    mean_seconds = (rates.mean_seconds if rates.mean_seconds is not None
+                    else rates.seconds_base + rates.seconds_per_page * pages)
     tokens = queue.estimate_tokens(pages=pages) * rates.token_scale
     concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
     return Pace(mean_seconds, concurrency, spec.tpm_limit, tokens, rates)

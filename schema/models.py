@@ -180,6 +180,7 @@ class Attempt:
     # measured | pending (billing not in yet) | billed (provisional) | final | unbilled (never billed)
     compute_state: str | None = None
     compute_unpriced: bool = False       # DBUs billed with no list price: part of the cost unknown
+    extractor: str | None = None         # the extractor it ran with (learned rates are per extractor)
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ class Task:
     finished_at: datetime | None
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
+    scanned: bool = False             # no text layer: its pages go through OCR
     held_seconds: float = 0.0         # time held before an operator released it (not queue time)
     document_chars: int | None = None  # characters of its text, when read before the run
     estimate_is_static: bool = False   # estimated before anything was learned: claims re-size it
@@ -236,6 +238,10 @@ class Task:
     waiting_reason: str | None = None
     waiting_until: datetime | None = None
     waiting_detail: str | None = None
+    # Edit and retry: what its runs use instead of its agent's settings (extractor, model), and
+    # each edit as {at, by, changes: {field: [from, to]}}.
+    run_overrides: dict[str, Any] = field(default_factory=dict)
+    edits: list[dict[str, Any]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     events: list[TaskEvent] = field(default_factory=list)
 

@@ -6,6 +6,7 @@ connection that is not inside a transaction, and returns dataclasses from schema
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -199,10 +200,12 @@ def estimate_tokens(*, pages: int | None = None, document_bytes: int | None = No
 
 # What a new task takes from its submitter beyond its agent and document_uri, with its default;
 # with estimate_is_static (worked out here) these are the columns task_insert_batch inserts.
+# run_overrides: the run settings (extractor, model) an edit-and-retry gave it, as JSON text.
 _TASK_DEFAULTS: dict[str, Any] = {
     "customer": None, "priority": DEFAULT_PRIORITY, "document_name": None, "document_sha256": None,
     "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
-    "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False}
+    "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, "scanned": False,
+    "run_overrides": None}
 _BATCH_COLUMNS = ("agent", "document_uri", *_TASK_DEFAULTS, "estimate_is_static")
 _TASK_FIELDS = frozenset(_BATCH_COLUMNS) - {"estimate_is_static"}
 _LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name": MAX_DOCUMENT_NAME_CHARS,
@@ -216,14 +219,14 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
             document_chars: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
             max_attempts: int = 3, batch_id: int | None = None, held: bool = False,
-            now: datetime | None = None) -> Task:
+            scanned: bool = False, now: datetime | None = None) -> Task:
     """Adds one task to an agent's queue (one round trip); priority 0..9, 9 the most urgent; a held
     task waits for its batch's release."""
     [task] = enqueue_many(conn, [dict(
         agent=agent, document_uri=document_uri, priority=priority, customer=customer,
         estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
         pages=pages, document_bytes=document_bytes, document_chars=document_chars, parent_id=parent_id,
-        max_attempts=max_attempts, batch_id=batch_id, held=held)],
+        max_attempts=max_attempts, batch_id=batch_id, held=held, scanned=scanned)],
         submitted_by=submitted_by, now=now)
     return task
 
@@ -251,6 +254,8 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
             _require_int(task["batch_id"], "batch_id", low=1)
         if not isinstance(task["held"], bool):
             raise InvalidArgument("held must be true or false")
+        if not isinstance(task["scanned"], bool):
+            raise InvalidArgument("scanned must be true or false")
         # A static estimate is replaced at claim by what the agent learned documents cost.
         task["estimate_is_static"] = task["estimated_tokens"] is None
         if task["estimated_tokens"] is None:
@@ -619,31 +624,82 @@ def cancel(conn: psycopg.Connection, task_id: int, *, actor: str, now: datetime 
 
 
 def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int | None = None,
+          agent: str | None = None, extractor: str | None = None, model: str | None = None,
           now: datetime | None = None) -> Task:
-    """Re-runs a failed or cancelled task; on a completed one, enqueues a re-extraction child."""
+    """Re-runs a failed or cancelled task; on a completed one, enqueues a re-extraction child.
+
+    Edit and retry: another agent, extractor, model or priority for the run, recorded on the task
+    that runs (who, when, each field from and to)."""
     _require_int(task_id, "task_id", low=1)
     _require_text(actor, "actor")
     if priority is not None:
         _require_int(priority, "priority", low=MIN_PRIORITY, high=MAX_PRIORITY)
+    for value, name in ((agent, "agent"), (extractor, "extractor"), (model, "model")):
+        if value is not None:
+            _require_text(value, name)
+            if len(value) > MAX_NAME_CHARS or "\x00" in value:
+                raise InvalidArgument(f"The {name} name is at most {MAX_NAME_CHARS} characters, without NUL")
+    if extractor is not None and extractor not in EXTRACTORS:
+        raise InvalidArgument(f"There is no extractor {extractor[:40]!r}: choose one of {', '.join(EXTRACTORS)}")
     with _tx(conn):
         task = _row(conn, "task_lock", {"task_id": task_id})
         if task is None:
             raise UnknownTask(f"unknown task {task_id}")
         _set_actor(conn, actor)
+        edit = _run_edit(conn, task, priority=priority, agent=agent, extractor=extractor, model=model)
         if task["status"] == TaskStatus.COMPLETED.value:
-            # The child goes in through the enqueue's statement, every column copied from its parent.
+            # The child goes in through the enqueue's statement, every column copied from its parent,
+            # with the agent and run settings of the edit.
             child = {**{k: task[k] for k in _BATCH_COLUMNS}, "parent_id": task_id, "batch_id": None, "held": False,
-                     "priority": task["priority"] if priority is None else priority}
+                     "priority": task["priority"] if priority is None else priority,
+                     "agent": edit["agent"], "run_overrides": json.dumps(edit["run_overrides"])}
             row = _row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
                                                    "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
+        elif task["status"] in (TaskStatus.FAILED.value, TaskStatus.CANCELLED.value):
+            new_id = task_id
         else:
+            raise InvalidTransition(f"task {task_id} is {task['status']}: only failed, cancelled or completed tasks can be retried")
+        if edit["changes"]:
+            # Set before the reopen: the reopen's event then wakes the new agent's claimers.
+            _row(conn, "task_edit_for_retry", {"task_id": new_id, "agent": edit["agent"],
+                                               "run_overrides": Jsonb(edit["run_overrides"]),
+                                               "changes": Jsonb(edit["changes"]), "actor": actor, "now": now})
+        if new_id == task_id:
             row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
                                                       "priority": priority, "now": now})
             if row is None:
                 raise InvalidTransition(f"task {task_id} is {task['status']}: only failed, cancelled or completed tasks can be retried")
-            new_id = task_id
     return get_task(conn, new_id)
+
+
+# The extractors an agent's runs can be edited to use (agents/extract.py names them).
+EXTRACTORS = ("offline", "llm", "cascade")
+
+
+def _run_edit(conn: psycopg.Connection, task: Mapping[str, Any], *, priority: int | None, agent: str | None,
+              extractor: str | None, model: str | None) -> dict[str, Any]:
+    """What an edit-and-retry changes: the agent, the run overrides, and each changed field as
+    [from, to] (empty when nothing changes)."""
+    current = get_agent(conn, task["agent"])
+    target = get_agent(conn, agent) if agent is not None and agent != task["agent"] else current
+    overrides = dict(task.get("run_overrides") or {})
+    if target is not current:
+        overrides = {}  # another agent's own settings apply, unless named again below
+    changes: dict[str, list[Any]] = {}
+    if target is not current:
+        changes["agent"] = [current.name, target.name]
+    was_extractor = (task.get("run_overrides") or {}).get("extractor") or (current.settings or {}).get("extractor")
+    was_model = (task.get("run_overrides") or {}).get("model") or current.model
+    if extractor is not None and extractor != was_extractor:
+        overrides["extractor"] = extractor
+        changes["extractor"] = [was_extractor, extractor]
+    if model is not None and model != was_model:
+        overrides["model"] = model
+        changes["model"] = [was_model, model]
+    if priority is not None and priority != task["priority"]:
+        changes["priority"] = [task["priority"], priority]
+    return {"agent": target.name, "run_overrides": overrides, "changes": changes}
 
 
 def get_task(conn: psycopg.Connection, task_id: int) -> Task:

@@ -151,21 +151,34 @@ WITH RECURSIVE grp AS (
 ), served AS MATERIALIZED (
     SELECT f.ckey, f.served FROM quire_customer_served(p_agent) f
     WHERE EXISTS (SELECT 1 FROM grp OFFSET 1)
+), shares AS MATERIALIZED (
+    SELECT * FROM quire_customer_shares(p_agent)
 )
-SELECT c.id, g.priority, c.customer, c.created_at,
-       coalesce(f.served, 0) + row_number() OVER (PARTITION BY g.priority, g.ckey ORDER BY c.created_at, c.id)
-FROM grp g
-CROSS JOIN LATERAL (
-    SELECT t.id, t.customer, t.created_at
-    FROM tasks t
-    WHERE t.agent = p_agent AND t.status = 'enqueued' AND NOT t.held
-      AND t.priority = g.priority AND coalesce(t.customer, '') = g.ckey AND t.run_after <= p_now
-    ORDER BY t.created_at, t.id
-    LIMIT per_group
-) c
-LEFT JOIN served f ON f.ckey = g.ckey
--- The budget filter: a customer over its monthly LLM budget is not claimed from.
-WHERE g.ckey NOT IN (SELECT b.customer FROM quire_customers_over_budget(p_now) b)
+SELECT r.id, r.priority, r.customer, r.created_at,
+       CASE WHEN r.ck <= coalesce(r.guaranteed_tasks - r.running, 0)
+            THEN r.ck - 1000000000  -- within the guarantee: ahead of every fair-share rank
+            ELSE r.fair_rank END
+FROM (
+    SELECT c.id, g.priority, c.customer, c.created_at, coalesce(f.served, 0) + c.k AS fair_rank,
+           s.guaranteed_tasks, s.max_tasks, s.running,
+           -- A customer's candidates across its priorities, best first: the ceiling counts them all.
+           row_number() OVER (PARTITION BY g.ckey ORDER BY g.priority DESC, c.created_at, c.id) AS ck
+    FROM grp g
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.customer, t.created_at, row_number() OVER (ORDER BY t.created_at, t.id) AS k
+        FROM tasks t
+        WHERE t.agent = p_agent AND t.status = 'enqueued' AND NOT t.held
+          AND t.priority = g.priority AND coalesce(t.customer, '') = g.ckey AND t.run_after <= p_now
+        ORDER BY t.created_at, t.id
+        LIMIT per_group
+    ) c
+    LEFT JOIN served f ON f.ckey = g.ckey
+    LEFT JOIN shares s ON s.ckey = g.ckey
+    -- The budget filter: a customer over its monthly LLM budget is not claimed from.
+    WHERE g.ckey NOT IN (SELECT b.customer FROM quire_customers_over_budget(p_now) b)
+) r
+-- The ceiling: no more of its tasks than it may still start.
+WHERE r.max_tasks IS NULL OR r.ck <= r.max_tasks - r.running
 $$;
 
 --
@@ -184,6 +197,27 @@ CREATE FUNCTION public.quire_customer_served(p_agent text) RETURNS TABLE(ckey te
     JOIN tasks t ON t.id = s.task_id
     GROUP BY 1
 $$;
+
+--
+-- Name: quire_customer_shares(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.quire_customer_shares(p_agent text) RETURNS TABLE(ckey text, running bigint, guaranteed_tasks integer, max_tasks integer)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM customers c WHERE c.guaranteed_tasks IS NOT NULL OR c.max_tasks IS NOT NULL) THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('quire.customer_shares.' || p_agent, 0));
+    RETURN QUERY
+        SELECT c.name,
+               (SELECT count(*) FROM tasks p
+                 WHERE p.agent = p_agent AND p.status = 'processing' AND p.customer = c.name),
+               c.guaranteed_tasks, c.max_tasks
+        FROM customers c
+        WHERE c.guaranteed_tasks IS NOT NULL OR c.max_tasks IS NOT NULL;
+END $$;
 
 --
 -- Name: quire_customers_over_budget(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
@@ -943,6 +977,8 @@ CREATE TABLE public.batches (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     released_at timestamp with time zone,
     released_by text,
+    discarded_at timestamp with time zone,
+    discarded_by text,
     CONSTRAINT batches_priority_check CHECK (((priority >= 0) AND (priority <= 9)))
 );
 
@@ -979,6 +1015,12 @@ CREATE TABLE public.customers (
     config_budget_usd numeric(14,2),
     updated_by text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    guaranteed_tasks integer,
+    max_tasks integer,
+    config_shares jsonb,
+    CONSTRAINT customers_guarantee_within_ceiling CHECK (((guaranteed_tasks IS NULL) OR (max_tasks IS NULL) OR (guaranteed_tasks <= max_tasks))),
+    CONSTRAINT customers_guaranteed_tasks_check CHECK (((guaranteed_tasks >= 1) AND (guaranteed_tasks <= 100000))),
+    CONSTRAINT customers_max_tasks_check CHECK (((max_tasks >= 1) AND (max_tasks <= 100000))),
     CONSTRAINT customers_monthly_llm_budget_usd_check CHECK ((monthly_llm_budget_usd >= (0)::numeric)),
     CONSTRAINT customers_name_check CHECK ((name <> ''::text))
 );
@@ -1100,6 +1142,9 @@ CREATE TABLE public.tasks (
     estimate_is_static boolean DEFAULT false NOT NULL,
     document_chars integer,
     held_seconds double precision DEFAULT 0 NOT NULL,
+    scanned boolean DEFAULT false NOT NULL,
+    run_overrides jsonb DEFAULT '{}'::jsonb NOT NULL,
+    edits jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT tasks_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
     CONSTRAINT tasks_document_bytes_check CHECK ((document_bytes >= 0)),
     CONSTRAINT tasks_document_chars_check CHECK ((document_chars > 0)),
@@ -1336,6 +1381,7 @@ CREATE TABLE public.task_attempts (
     compute_unpriced boolean DEFAULT false NOT NULL,
     billing_records integer,
     billing_changed_at timestamp with time zone,
+    extractor text,
     CONSTRAINT task_attempts_compute_state_check CHECK ((compute_state = ANY (ARRAY['measured'::text, 'pending'::text, 'billed'::text, 'final'::text, 'unbilled'::text])))
 );
 
@@ -1692,6 +1738,12 @@ ALTER TABLE ONLY public.task_events
 
 ALTER TABLE ONLY public.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);
+
+--
+-- Name: batches_held_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX batches_held_idx ON public.batches USING btree (id) WHERE held;
 
 --
 -- Name: review_corrections_review_idx; Type: INDEX; Schema: public; Owner: -

@@ -57,6 +57,10 @@ class CustomerConfig(BaseModel):
     model_config = {"extra": "forbid"}
 
     monthly_llm_budget_usd: float | None = Field(None, ge=0)
+    # Beside the fair share: of each agent's running tasks, at least this many are the customer's
+    # whenever it has work waiting (guaranteed share), and never more than max_tasks (burst ceiling).
+    guaranteed_tasks: int | None = Field(None, ge=1, le=100_000)
+    max_tasks: int | None = Field(None, ge=1, le=100_000)
 
 
 # Databricks Apps sends SIGKILL 15 s after SIGTERM; the grace leaves 5 s of it for handing back

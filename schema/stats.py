@@ -109,6 +109,15 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
     return waiting.with_wait_reasons(conn, [_task_row(r) for r in rows]), cursor
 
 
+def task_ids_for_bulk_list(conn: psycopg.Connection, flt: TaskFilter, applicable: tuple[str, ...], *,
+                           limit: int) -> list[tuple[int, str]]:
+    """The filtered tasks an action applies to (their states among `applicable`), as (id, status),
+    by id, at most `limit`: a bulk action acts on the whole filter, not a page of it."""
+    query = sql.SQL(q("task_ids_for_bulk_list")).format(task_filter=sql.SQL(q("task_filter")))
+    rows = run_query(conn, query, {**flt.params(), "applicable": list(applicable), "limit": limit})
+    return [(r["id"], r["status"]) for r in rows]
+
+
 @dataclass(frozen=True)
 class TaskCount:
     """How many tasks a filter selects: exact, or (when exact would be slow) an estimate said to be one."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from schema import db, queue, settlement
@@ -156,7 +156,7 @@ class RunTable:
     def launch(self, claim: Claim, agent: Agent, executor: Executor) -> Run | None:
         """Starts a claimed attempt; a start that fails is reported as the attempt's failure."""
         callback_url, heartbeat_url = self._urls(claim.attempt_id)
-        launch = Launch(attempt_id=claim.attempt_id, task=claim.task, agent=agent,
+        launch = Launch(attempt_id=claim.attempt_id, task=claim.task, agent=run_agent(agent, claim.task),
                         secret=claim.callback_secret, callback_url=callback_url,
                         heartbeat_url=heartbeat_url)
         try:
@@ -472,3 +472,14 @@ class RunTable:
             except Exception as exc:
                 logs.problem("settle", exc, attempt=run.attempt_id)
         return handed
+
+
+def run_agent(agent: Agent, task) -> Agent:
+    """The agent as this task runs it: an edit-and-retry's extractor and model over its own."""
+    overrides = task.run_overrides or {}
+    if not overrides:
+        return agent
+    settings = dict(agent.settings or {})
+    if overrides.get("extractor"):
+        settings["extractor"] = overrides["extractor"]
+    return replace(agent, settings=settings, model=overrides.get("model") or agent.model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
+from fastapi import APIRouter, Depends, HTTPException, Path as PathParam, Query
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 
@@ -13,7 +13,7 @@ from app import foresight
 from app.api import limits
 from app.api.common import get_pool, get_settings
 from app.auth import Identity, require_operator, require_user
-from schema.errors import InvalidArgument, NotFound
+from schema.errors import InvalidArgument, InvalidTransition, NotFound
 from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY
 from schema.settings import Settings
@@ -25,6 +25,7 @@ class FileIn(BaseModel):
     pages: limits.FilePages = None
     size_bytes: limits.FileBytes = None
     einvoice: bool = Field(False, description="an e-invoice XML, or a PDF with one embedded: read without a model")
+    scanned: bool = Field(False, description="a PDF without a text layer: its pages go through OCR")
 
 
 class ForecastIn(BaseModel):
@@ -50,6 +51,10 @@ class ForecastOut(BaseModel):
     max_tpm: int | None
     basis: str
     warning: str | None = None  # the agent cannot run (its documents would wait), or is paused
+    scanned_pages: int = 0      # pages without a text layer, read through OCR
+    eta_low_seconds: float | None = None   # the ETA's likely range: 25th to 75th percentile
+    eta_high_seconds: float | None = None
+    budget_warning: str | None = None      # the batch would take its customer past its monthly budget
 
 
 @router.post("/forecast", response_model=ForecastOut)
@@ -58,8 +63,8 @@ async def post_forecast(body: ForecastIn, _: Identity = Depends(require_user), p
     """Tokens, LLM and compute cost and ETA of a batch with these files, before anything is stored."""
     try:
         plan = await foresight.forecast_files(pool, settings, agent=body.agent or settings.default_agent,
-                                              priority=body.priority,
-                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice) for f in body.files])
+                                              priority=body.priority, customer=body.customer,
+                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice, f.scanned) for f in body.files])
     except NotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except InvalidArgument as exc:
@@ -78,6 +83,7 @@ class BatchOut(BaseModel):
     actual_llm_cost_usd: float
     actual_compute_cost_usd: float
     actual_seconds: float | None
+    discarded: bool = False  # discarded while held: its documents were cancelled
     comparison: str
 
 
@@ -88,6 +94,29 @@ async def _batch(pool: ConnectionPool, batch_id: int) -> BatchOut:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     return BatchOut(**{k: getattr(outcome, k) for k in BatchOut.model_fields if k not in ("done", "comparison")},
                     done=outcome.done, comparison=outcome.comparison())
+
+
+class HeldBatchOut(BaseModel):
+    batch_id: int
+    agent: str
+    customer: str | None
+    priority: int
+    submitted_by: str | None
+    created_at: datetime
+    tasks: int
+    held_tasks: int
+    pages: int
+    forecast: dict
+
+
+@router.get("/batches", response_model=list[HeldBatchOut])
+async def list_batches(held: bool = Query(True, description="only held batches are listed (true)"),
+                       _: Identity = Depends(require_user),
+                       pool: ConnectionPool = Depends(get_pool)) -> list[HeldBatchOut]:
+    """The batches held for review, newest first: nothing held is hidden."""
+    if not held:
+        raise HTTPException(status_code=422, detail="only held batches are listed: leave held=true")
+    return [HeldBatchOut(**b.__dict__) for b in await foresight.held_batches(pool)]
 
 
 @router.get("/batches/{batch_id}", response_model=BatchOut)
@@ -116,6 +145,8 @@ class PositionOut(BaseModel):
     exact: bool
     waiting: str | None
     eta_seconds: float | None
+    eta_low_seconds: float | None = None   # the likely range: 25th to 75th percentile
+    eta_high_seconds: float | None = None
 
 
 class PositionsIn(BaseModel):
@@ -168,3 +199,22 @@ async def put_budget(body: BudgetIn, customer: str = PathParam(..., min_length=1
         return _budget_out(await foresight.set_budget(pool, customer, body.monthly_llm_budget_usd, actor=who.name))
     except InvalidArgument as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
+
+
+class DiscardOut(BaseModel):
+    batch_id: int
+    cancelled: int
+
+
+@router.post("/batches/{batch_id}/discard", response_model=DiscardOut,
+             responses={403: {"description": "not an operator"}, 409: {"description": "not held"}})
+async def discard_batch(batch_id: int = PathParam(..., ge=1), who: Identity = Depends(require_operator),
+                        pool: ConnectionPool = Depends(get_pool)) -> DiscardOut:
+    """Discards a held batch: its queued documents are cancelled and nothing of it runs."""
+    try:
+        cancelled = await foresight.discard_batch(pool, batch_id, actor=who.name)
+    except NotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    except InvalidTransition as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
+    return DiscardOut(batch_id=batch_id, cancelled=cancelled)

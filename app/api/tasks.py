@@ -99,8 +99,8 @@ async def submit_tasks(
     rejected = sum(r.outcome == "rejected" for r in results)
     plan = None
     if created:
-        plan = await foresight.settle_forecast(pool, settings, batch_id, agent=agent, priority=priority,
-                                               files=[FileFacts(pages=r.pages, einvoice=bool(r.einvoice))
+        plan = await foresight.settle_forecast(pool, settings, batch_id, agent=agent, priority=priority, customer=customer,
+                                               files=[FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned)
                                                       for r in results if r.outcome == "created"])
     if created and rejected:
         response.status_code = 207
@@ -205,7 +205,8 @@ def _media_type(uri: str) -> str:
 def _one(results: list[services.ActionResult]) -> ActionOut:
     result = results[0]
     if not result.ok:
-        raise HTTPException(status_code=404 if result.not_found else 409, detail=result.message)
+        raise HTTPException(status_code=422 if result.invalid else 404 if result.not_found else 409,
+                            detail=result.message)
     return ActionOut(task_id=result.task_id, ok=True, message=result.message, new_task_id=result.new_task_id,
                      status=result.status)
 
@@ -214,14 +215,20 @@ def _one(results: list[services.ActionResult]) -> ActionOut:
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
 async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID),
                      priority: str | None = Query(None, description="0..9: run it at this priority (default: its own)"),
+                     agent: limits.Name | None = Query(None, description="edit and retry: run it with this agent"),
+                     extractor: limits.Name | None = Query(None, description="edit and retry: offline, llm or cascade"),
+                     model: limits.Name | None = Query(None, description="edit and retry: the model its run calls"),
                      who: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
-    """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task."""
+    """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task. With an
+    agent, extractor, model or priority it is an edit and retry: the change is recorded on the task
+    that runs (`edits`: who, when, each field from and to)."""
     if priority is not None:
         try:
             priority = limits.parse_priority(priority)
         except ValueError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from None
-    return _one(await services.retry_tasks(pool, [task_id], actor=who.name, priority=priority))
+    return _one(await services.retry_tasks(pool, [task_id], actor=who.name, priority=priority, agent=agent,
+                                           extractor=extractor, model=model))
 
 
 @router.post("/tasks/{task_id}/cancel", response_model=ActionOut,

@@ -94,7 +94,8 @@ class BatchView:
             tone = "text-negative" if status == "failed" else "quire-muted"
         ui.icon(icon, size="22px", color=color)
         with ui.column().classes("gap-0 grow min-w-0"):
-            ui.label(result.name).classes("font-medium truncate").props('data-testid="file-name"')
+            name = ui.label(result.name).classes("font-medium truncate w-full").props('data-testid="file-name"')
+            name._props["title"] = result.name  # cut with an ellipsis: the whole name on hover
             ui.label(message).classes(f"text-sm {tone}").props('data-testid="file-message"')
         with ui.row().classes("gap-2 items-center no-wrap"):
             if result.outcome == "duplicate":

@@ -44,6 +44,8 @@ body { background: #f5f7fa; }
   .q-btn.disabled, .q-btn[disabled] { color: #94a3b8 !important; opacity: 0.45 !important; }
   /* The brand's dark blue is unreadable on the dark theme: links and outlines turn light blue. */
   .body--dark .text-primary { color: #93c5fd !important; }
+  /* Toasts appear below the header, never over it. */
+  .q-notifications__list--top { top: 60px !important; }
 }
 .quire-nowrap { white-space: nowrap; }
 /* NiceGUI's "connection lost" popup: a blip shorter than this (as at start-up) never shows it. */
@@ -55,8 +57,12 @@ body { background: #f5f7fa; }
 .body--dark .q-uploader__list { background: #0f1829; }
 .body--dark .q-table th { color: #cbd5e1; }
 .body--dark .q-timeline__content { color: #cbd5e1; }
+/* The header's parts never wrap: the nav and the live pill stay one line each. */
+.quire-header-phone { display: none; }
+.quire-nav a, .quire-live { white-space: nowrap; flex-shrink: 0; }
 @media (max-width: 640px) {
   .quire-header-name, .quire-header-title { display: none; }
+  .quire-header-phone { display: inline-flex; }
   .quire-nav { flex-wrap: nowrap; }
   .quire-nav a { padding: 4px 6px; font-size: 0.85rem; }
   .quire-live { padding: 2px 8px !important; flex-wrap: nowrap; }
@@ -71,7 +77,7 @@ body { background: #f5f7fa; }
 def live_indicator() -> Callable[[], None]:
     """A `live` / `polling` badge that follows the process's LISTEN health; returns its updater."""
     broadcaster = live.current()
-    with ui.element("div").classes("quire-live flex items-center gap-2 px-3 py-1 rounded-full") \
+    with ui.element("div").classes("quire-live flex items-center gap-2 px-3 py-1 rounded-full no-wrap") \
             .style("background: rgba(255,255,255,0.08)") as box:
         dot = ui.element("span").classes("quire-dot")
         label = ui.label().classes("text-sm text-white").props('data-testid="live-indicator"')
@@ -118,7 +124,7 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
         with ui.link(target="/").classes("flex items-center gap-2 no-underline"):
             ui.icon("auto_stories", size="26px").classes("text-white")
             ui.label("Quire").classes("text-xl font-semibold text-white tracking-tight quire-header-title")
-        with ui.element("nav").classes("quire-nav flex gap-1"):
+        with ui.element("nav").classes("quire-nav flex gap-1 no-wrap"):
             for path, name in (("/", "Upload"), ("/dashboard", "Dashboard"), ("/review", "Review")):
                 ui.link(name, path).classes("active" if name.lower() == active else "")
             ui.link("API", "/docs", new_tab=True).classes("quire-nav-api")
@@ -134,7 +140,11 @@ def frame(who: auth.Identity, *, active: str) -> Iterator[ui.column]:
                 ui.badge(role, color="teal-7" if who.operator else "grey-7").classes("text-xs quire-role") \
                     .props('data-testid="role"')
             if who.via == "session":
-                ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2 quire-nowrap")
+                ui.link("Sign out", "/auth/logout").classes("text-sm text-blue-200 ml-2 quire-nowrap quire-header-name")
+                # On a phone, an icon: the words would push the header past the screen's edge.
+                with ui.link(target="/auth/logout").classes("quire-header-phone text-blue-200") \
+                        .props('aria-label="Sign out"'):
+                    ui.icon("logout", size="20px")
     with ui.column().classes("w-full max-w-[1400px] mx-auto px-3 sm:px-6 py-6 gap-6") as content:
         yield content
     # Timers wait for the browser's connection, which makes NiceGUI send the page at once: they

@@ -1,7 +1,9 @@
-"""The task table: server-side paging and sorting, retry and cancel per row and for a selection."""
+"""The task table: server-side paging and sorting, retry and cancel per row, for a selection, and
+for every task the filter selects (counted first, with an undo window)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
@@ -15,6 +17,8 @@ from schema.models import TaskStatus
 from schema.stats import TaskCount, TaskFilter, TaskRow
 from schema.waiting import REASON_WORDS, WaitReason
 
+# Seconds between confirming a bulk action over the whole filter and doing it: time to undo.
+UNDO_SECONDS = 5
 RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 MAX_CURSOR_WALK = 50
 MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
@@ -183,6 +187,23 @@ class TaskTable:
                     self.cancel_selected = ui.button("Cancel selected", icon="cancel",
                                                      on_click=self._cancel_selection) \
                         .props('flat dense color=negative data-testid="cancel-selected"')
+            # Bulk over the whole filter: every matching task on every page, counted first, then an
+            # undo window before anything is done.
+            with ui.row().classes("w-full items-center px-4 pb-3 gap-3 flex-wrap"):
+                ui.label("Every matching task, on all pages:").classes("text-sm quire-muted")
+                self.retry_all = ui.button("Retry all matching", icon="replay", on_click=lambda: self._bulk("retry")) \
+                    .props('flat dense color=primary data-testid="retry-all"')
+                self.cancel_all = ui.button("Cancel all matching", icon="cancel", on_click=lambda: self._bulk("cancel")) \
+                    .props('flat dense color=negative data-testid="cancel-all"')
+                self.retry_all.set_enabled(who.operator)
+                self.cancel_all.set_enabled(who.operator)
+            with ui.row().classes("w-full items-center gap-3 px-4 py-2 bg-amber-50 no-wrap") \
+                    .props('data-testid="bulk-pending" role="status"') as self.pending:
+                self.pending_label = ui.label("").classes("text-sm grow min-w-0").props('data-testid="bulk-pending-text"')
+                ui.button("Undo", icon="undo", on_click=self._undo) \
+                    .props('dense unelevated color=warning text-color=black data-testid="bulk-undo"')
+            self.pending.visible = False
+            self._undone = False
             self.table = PagedTable(columns=COLUMNS, rows=[], row_key="id", selection="multiple",
                                     pagination=dict(self.pagination), on_select=self._selection_changed) \
                 .props('flat rows-per-page-label="Rows per page" :rows-per-page-options="[10,25,50,100]" '
@@ -312,3 +333,59 @@ class TaskTable:
             ui.notify(result.message, type="warning", position="top")
         self.table.selected = []
         await self._on_changed()
+
+    async def _bulk(self, action: str) -> None:
+        """Retry or cancel every task the filter selects: the count first, then a few seconds to undo."""
+        if not self.who.operator:
+            ui.notify(f"{action.capitalize()} needs the operator role; {self.who.name} is a viewer.",
+                      type="negative", position="top")
+            return
+        if self.pending.visible:
+            ui.notify("Another bulk action is about to run: undo it or wait for it first.", type="warning",
+                      position="top")
+            return
+        preview = await services.bulk_preview(app.state.pool, self.filter, action)
+        if not preview.count:
+            ui.notify(f"No matching task can be {'retried' if action == 'retry' else 'cancelled'}.",
+                      type="info", position="top")
+            return
+        every = (f" This is every matching task on all pages ({preview.count:,}), not only the page shown."
+                 + (f" More match: the first {services.BULK_MAX:,} are taken." if preview.capped else ""))
+        if action == "retry":
+            title, body = retry_consequence(TaskStatus(s) for s, n in preview.statuses.items() for _ in range(n))
+            asked = await confirm(title, body + every, action="Retry", color="primary", icon="replay")
+        else:
+            title, body = cancel_consequence(preview.count)
+            asked = await confirm(title, body + every, action="Cancel tasks", color="negative", icon="cancel")
+        if not asked:
+            return
+        verb = "Retrying" if action == "retry" else "Cancelling"
+        self._undone = False
+        self.pending.visible = True
+        for left in range(UNDO_SECONDS, 0, -1):
+            self.pending_label.set_text(f"{verb} {preview.count:,} tasks in {left} s. Nothing changes until then.")
+            await asyncio.sleep(1)
+            if self._undone:
+                break
+        self.pending.visible = False
+        if self._undone:
+            ui.notify(f"Undone: no task was {'retried' if action == 'retry' else 'cancelled'}.", type="info",
+                      position="top")
+            return
+        if action == "retry":
+            priority = self.retry_priority.value
+            results = await services.retry_tasks(app.state.pool, preview.ids, actor=self.who.name,
+                                                 priority=None if priority in (None, -1) else int(priority))
+        else:
+            results = await services.cancel_tasks(app.state.pool, preview.ids, actor=self.who.name)
+        done = sum(r.ok for r in results)
+        skipped = len(results) - done
+        text = f"{done:,} tasks {'retried' if action == 'retry' else 'cancelled'}"
+        if skipped:
+            text += f"; {skipped:,} had changed meanwhile and were left as they are"
+        ui.notify(text, type="positive" if done else "warning", position="top")
+        await self._on_changed()
+
+    def _undo(self) -> None:
+        self._undone = True
+        self.pending_label.set_text("Undoing…")

@@ -17,11 +17,13 @@ from app.components.agent_problems import AgentProblems
 from app.components.budgets import BudgetBoard
 from app.components.charts import ChartsBoard
 from app.components.filters import FilterBar, FilterValues
+from app.components.held_batches import HeldBatches
 from app.components.kpis import KpiBoard
 from app.components.layout import frame, watch
 from app.components.review_board import ReviewBoard
 from app.components.task_table import TaskTable
 from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
+from schema.errors import InvalidTransition
 from schema.stats import StreamEvent, Summary, TaskFilter
 
 # However many events arrive, a page asks for its figures and table at most once a second
@@ -84,6 +86,7 @@ class Dashboard:
         self.agent_controls = AgentControls(who, self.pause_agent, self.resume_agent)
         # Agents whose model endpoint rate-limited them run at adaptive limits below the configured.
         self.throttles = ui.label("").classes("text-xs text-amber-700").props('data-testid="adaptive-limits"')
+        self.held = HeldBatches(who, self.release_batch, self.discard_batch)
         self.filters = FilterBar(self.apply_filter, path="/dashboard", initial=initial)
         self.filter: TaskFilter = self.filters.filter
         self.kpis = KpiBoard(lambda: services.compute_cost(self.pool, self.filter))
@@ -149,6 +152,7 @@ class Dashboard:
         await self.refresh_budgets()
         await self.refresh_agents()
         await self.refresh_review()
+        await self.refresh_held()
 
     def review_url(self) -> str:
         """/review with the dashboard's filters (the first agent and customer chosen)."""
@@ -168,6 +172,32 @@ class Dashboard:
         if flt == self.filter:
             self.review_board.update(figures)
             self.review_dirty, self.review_at = False, time.monotonic()
+
+    async def refresh_held(self) -> None:
+        """The batches held for review (listed whatever the filter: none is hidden)."""
+        held, _ = await services.live(self.pool, "held_batches", lambda: foresight.held_batches(self.pool),
+                                      since=self.changed_at)
+        self.held.update(held)
+
+    async def release_batch(self, batch_id: int) -> bool:
+        if not self.who.operator:
+            return False
+        released = await foresight.release_batch(self.pool, batch_id, actor=self.who.name)
+        ui.notify(f"Batch {batch_id} submitted: {released} tasks may run now.", type="positive", position="top")
+        await self.after_action()
+        return True
+
+    async def discard_batch(self, batch_id: int) -> bool:
+        if not self.who.operator:
+            return False
+        try:
+            cancelled = await foresight.discard_batch(self.pool, batch_id, actor=self.who.name)
+        except InvalidTransition:  # no longer held: someone submitted or discarded it meanwhile
+            cancelled = None
+        ui.notify(f"Batch {batch_id} discarded: {cancelled} documents cancelled." if cancelled is not None
+                  else f"Batch {batch_id} is no longer held.", type="info", position="top")
+        await self.after_action()
+        return True
 
     async def refresh_budgets(self) -> None:
         budgets, current = await services.live(self.pool, "budgets", lambda: foresight.budgets(self.pool),
@@ -277,6 +307,7 @@ class Dashboard:
             self.counts_dirty, self.counts_at = False, time.monotonic()
             table, self.table_dirty = self.table_dirty, False
             await self.refresh_counts(table=table)
+            await self.refresh_held()
         await self.redraw_charts_if_due()
 
     async def redraw_charts_if_due(self) -> None:
@@ -294,6 +325,7 @@ class Dashboard:
         self.filters.set_options(options)
         await self.refresh_agent_problems()
         await self.refresh_agents()
+        await self.refresh_held()
         self.changed_at = time.monotonic()
         self.counts_dirty = self.table_dirty = self.charts_dirty = self.review_dirty = True
         self.charts_at = 0.0

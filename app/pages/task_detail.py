@@ -17,12 +17,21 @@ from app.components.result_view import attempts_table, fact, result_card, timeli
 from app.components.task_table import waiting_text
 from schema.errors import NotFound
 from schema.models import Task
+from schema.queue import EXTRACTORS
 from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
 # Why-waiting reasons under which the queue's pace says nothing of when the task starts.
 STOPPED_REASONS = ("agent_paused", "agent_misconfigured", "held", "customer_budget")
 
 RETRY_PRIORITIES = {-1: "its own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
+
+
+def edit_text(edit: dict) -> str:
+    """One edit-and-retry as the task page lists it: who, when, and each field from and to."""
+    at = datetime.fromisoformat(edit["at"]) if isinstance(edit.get("at"), str) else edit.get("at")
+    changes = "; ".join(f"{field} {old if old not in (None, '') else 'the agent’s own'} → {new}"
+                        for field, (old, new) in sorted((edit.get("changes") or {}).items()))
+    return f"Edited by {edit.get('by') or 'someone'} {fmt.ago(at)} ({fmt.exact(at)}): {changes or 'no change'}"
 
 
 def time_split(task: Task, now: datetime | None = None) -> tuple[float | None, float, float | None]:
@@ -87,6 +96,8 @@ class TaskView:
                         ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
                                   on_click=lambda: self.act("retry")) \
                             .props('outline color=primary data-testid="detail-retry"').set_enabled(self.who.operator)
+                        ui.button("Edit and retry", icon="tune", on_click=self.edit_and_retry) \
+                            .props('flat color=primary data-testid="detail-edit-retry"').set_enabled(self.who.operator)
                     if task.held and task.batch_id and task.status.value == "enqueued":
                         ui.button("Submit batch", icon="play_arrow", on_click=self.release) \
                             .props('outline color=primary data-testid="detail-release"').set_enabled(self.who.operator)
@@ -131,6 +142,12 @@ class TaskView:
                     with ui.row().classes("text-sm gap-1"):
                         ui.label("Re-extraction of")
                         ui.link(f"task {task.parent_id}", f"/tasks/{task.parent_id}").classes("text-primary")
+                if task.run_overrides:
+                    ui.label("Runs with " + ", ".join(f"{k} {v}" for k, v in sorted(task.run_overrides.items()))
+                             + " instead of the agent's own settings").classes("text-sm") \
+                        .props('data-testid="run-overrides"')
+                for edit in task.edits:
+                    ui.label(edit_text(edit)).classes("text-sm quire-muted break-words").props('data-testid="task-edit"')
             if task.error:
                 with ui.card().classes("quire-card w-full p-4 border-l-4 border-red-600 gap-1"):
                     ui.label("Error").classes("quire-section-title text-negative")
@@ -167,6 +184,50 @@ class TaskView:
             return
         await self.reload()
 
+    async def edit_and_retry(self) -> None:
+        """Run it again with another agent, extractor, model or priority; the change is recorded."""
+        if not self.who.operator:
+            ui.notify(f"Retry needs the operator role; {self.who.name} is a viewer.", type="negative", position="top")
+            return
+        agents = await services.agent_names(self.pool)
+        task = self.task
+        with ui.dialog() as dialog, ui.card().classes("p-5 gap-3 w-full max-w-md").props('data-testid="edit-dialog"'):
+            ui.label("Edit and retry").classes("text-lg font-semibold")
+            ui.label("The task runs again with what you change here; the change is kept on the task with "
+                     "your name and the time.").classes("text-sm quire-muted")
+            agent = ui.select(agents, value=task.agent, label="Agent") \
+                .props('outlined dense stack-label data-testid="edit-agent"').classes("w-full")
+            extractor = ui.select({"": "the agent's own", **{e: e for e in EXTRACTORS}},
+                                  value=task.run_overrides.get("extractor", ""), label="Extractor") \
+                .props('outlined dense stack-label data-testid="edit-extractor"').classes("w-full")
+            model = ui.input("Model", value=task.run_overrides.get("model", ""),
+                             placeholder="the agent's own") \
+                .props('outlined dense stack-label data-testid="edit-model"').classes("w-full")
+            priority = ui.select(RETRY_PRIORITIES, value=-1, label="Priority") \
+                .props('outlined dense stack-label data-testid="edit-priority"').classes("w-full")
+            error = ui.label("").classes("text-sm text-negative").props('data-testid="edit-error"')
+            with ui.row().classes("w-full justify-end gap-2"):
+                ui.button("Keep as is", on_click=lambda: dialog.submit(None)).props('flat data-testid="edit-no"')
+                ui.button("Run again", icon="replay", on_click=lambda: dialog.submit(True)) \
+                    .props('unelevated color=primary data-testid="edit-yes"')
+        while await dialog:
+            results = await services.retry_tasks(
+                self.pool, [task.id], actor=self.who.name,
+                priority=None if priority.value in (None, -1) else int(priority.value),
+                agent=agent.value if agent.value != task.agent else None,
+                extractor=extractor.value or None, model=(model.value or "").strip() or None)
+            result = results[0]
+            if not result.ok:
+                error.set_text(result.message)
+                continue
+            dialog.close()
+            ui.notify(result.message, type="positive", position="top")
+            if result.new_task_id and result.new_task_id != task.id:
+                ui.navigate.to(f"/tasks/{result.new_task_id}")
+                return
+            await self.reload()
+            return
+
     async def release(self) -> None:
         if not self.who.operator:
             ui.notify(f"Submitting needs the operator role; {self.who.name} is a viewer.", type="negative", position="top")
@@ -186,7 +247,7 @@ class TaskView:
         spot = (await foresight.queue_spots(self.pool, self.settings, [self.task.id])).get(self.task.id)
         if spot is not None:
             # No ETA while something other than the queue holds it: it would not start in that time.
-            eta = None if self.task.waiting_reason in STOPPED_REASONS else foresight.eta_text(spot.eta_seconds)
+            eta = None if self.task.waiting_reason in STOPPED_REASONS else foresight.eta_text(spot.eta_seconds, spot.eta_low_seconds, spot.eta_high_seconds)
             self.spot.set_text(" · ".join(x for x in (spot.text, eta) if x))
 
     async def refresh_if_dirty(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -16,13 +17,17 @@ from app.components.batch import BatchView, Entry
 from app.components.forecast_panel import ForecastPanel
 from app.components.layout import frame, watch
 from app.documents import ACCEPTED_FILES
-from schema.forecast import FileFacts
+from schema.errors import InvalidTransition, NotFound
+from schema.forecast import FileFacts, Forecast
 from schema.models import DEFAULT_PRIORITY, TaskStatus
 from schema.stats import StreamEvent
 
 SLICE = 25
 # Queue positions move with every claim anywhere: they are re-read at most this often.
 POSITION_MIN_SECONDS = 1.0
+# Held batches shown on the page at once (newest first); the dashboard lists them all.
+MAX_SHOWN = 20
+FORECAST_FIELDS = frozenset(f.name for f in dataclasses.fields(Forecast))
 PRIORITIES = {9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
 
@@ -142,15 +147,16 @@ class UploadForm:
                                          if r.outcome == "duplicate" and (u := _rerun_upload(r))})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
-                facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice))
+                facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned)
                           for r in results if r.outcome == "created"]
             if facts:
                 self.busy_label.text = "Forecasting…"
                 plan = await foresight.settle_forecast(self.pool, self.settings, batch_id, agent=options.agent,
-                                                       priority=options.priority, files=facts)
+                                                       priority=options.priority, files=facts,
+                                                       customer=options.customer or None)
                 with self.batch.forecasts:
                     self.panels[batch_id] = ForecastPanel(batch_id, plan, held=hold, operator=self.who.operator,
-                                                          on_release=self._release)
+                                                          on_release=self._release, on_discard=self._discard)
                 await self.refresh_positions(force=True)
             verb = "stored, held for review" if hold else "queued"
             duplicates = len(event.files) - created - rejected
@@ -183,6 +189,44 @@ class UploadForm:
         await self.refresh_positions(force=True)
         return True
 
+    async def _discard(self, batch_id: int) -> bool:
+        if not self.who.operator:
+            ui.notify(f"Discarding needs the operator role; {self.who.name} is a viewer.", type="negative",
+                      position="top")
+            return False
+        try:
+            cancelled = await foresight.discard_batch(self.pool, batch_id, actor=self.who.name)
+        except InvalidTransition:
+            self.say(f"Batch {batch_id} is no longer held: it was submitted or discarded already.", "warning")
+            return False
+        self.say(f"Batch {batch_id} discarded: {cancelled} documents cancelled, nothing of it runs.", "info")
+        await self.on_poll()
+        return True
+
+    async def show_batches(self, only: int | None = None) -> None:
+        """Batches that outlive the page: every held batch (or the one asked for), with its files and
+        forecast, so a reload never hides one."""
+        ids = [only] if only is not None else [b.batch_id for b in await foresight.held_batches(self.pool)][:MAX_SHOWN]
+        for batch_id in reversed(ids):
+            try:
+                outcome = await foresight.batch_outcome(self.pool, batch_id)
+            except NotFound:
+                self.say(f"There is no batch {batch_id}.", "warning")
+                continue
+            files = await foresight.batch_files(self.pool, batch_id)
+            results = [services.SubmitResult(f["document_name"] or f"task {f['id']}", "created", task_id=f["id"],
+                                             pages=f["pages"], scanned=f["scanned"]) for f in files]
+            self.batch.add(results, {})
+            self.batch.apply({f["id"]: f["status"] for f in files})
+            plan = Forecast(**{k: v for k, v in outcome.forecast.items() if k in FORECAST_FIELDS})
+            with self.batch.forecasts:
+                self.panels[batch_id] = ForecastPanel(batch_id, plan, held=outcome.held, operator=self.who.operator,
+                                                      on_release=self._release, on_discard=self._discard)
+                if outcome.discarded:
+                    self.panels[batch_id].show_state(held=False, operator=self.who.operator, discarded=True)
+        if ids:
+            await self.refresh_positions(force=True)
+
     async def refresh_positions(self, *, force: bool = False) -> None:
         """Re-reads the batch's queue positions and ETAs, at most once a second."""
         if not force and time.monotonic() - self.positions_at < POSITION_MIN_SECONDS:
@@ -192,7 +236,7 @@ class UploadForm:
         ids = self.batch.queued_ids()
         if ids:
             spots = await foresight.queue_spots(self.pool, self.settings, ids[:2000])
-            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds)) if x)
+            self.batch.set_spots({i: " · ".join(x for x in (s.text, foresight.eta_text(s.eta_seconds, s.eta_low_seconds, s.eta_high_seconds)) if x)
                                   for i, s in spots.items()})
         for batch_id, panel in self.panels.items():
             if panel.comparison.visible:
@@ -253,11 +297,12 @@ class UploadForm:
 
 
 @ui.page("/", title="Upload · Quire", response_timeout=20)
-async def upload_page(request: Request):
+async def upload_page(request: Request, batch: int | None = None):
     who = viewer(request)
     agents = await services.agent_names(app.state.pool)
     customers = (await services.filter_options(app.state.pool))["customer"]
     with frame(who, active="upload"):
         form = UploadForm(who, agents, customers)
+    await form.show_batches(only=batch)
     watch(form.on_events, form.on_poll)
     ui.timer(POSITION_MIN_SECONDS, form.refresh_if_dirty)

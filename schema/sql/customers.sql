@@ -37,3 +37,17 @@ LIMIT 200;
 -- name: customer_over_budget_list
 -- Customers whose tasks wait because this month's LLM spend reached their budget.
 SELECT customer FROM quire_customers_over_budget(coalesce(%(now)s, now()));
+
+-- name: customer_shares_apply_config
+-- quire.toml's guaranteed share and burst ceiling for a customer (tasks of each agent at once),
+-- written when they differ from the values last applied.
+INSERT INTO customers (name, guaranteed_tasks, max_tasks, config_shares, updated_by)
+VALUES (%(customer)s, %(guaranteed)s, %(ceiling)s, %(shares)s, 'quire.toml')
+ON CONFLICT (name) DO UPDATE SET
+    guaranteed_tasks = excluded.guaranteed_tasks,
+    max_tasks = excluded.max_tasks,
+    config_shares = excluded.config_shares,
+    updated_by = 'quire.toml',
+    updated_at = now()
+WHERE customers.config_shares IS DISTINCT FROM excluded.config_shares
+RETURNING *;

@@ -60,6 +60,7 @@ WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held
 -- whether its agent can run now (misconfigured or halted: never; paused by a Retry-After: later).
 SELECT t.id, t.agent, t.priority, t.customer, t.status::text AS status, t.held, t.created_at, t.run_after,
        t.waiting_since, t.estimated_tokens, t.pages, t.batch_id,
+       t.scanned,
        coalesce(t.customer, '') IN (SELECT customer FROM quire_customers_over_budget(coalesce(%(now)s, now())))
            AS over_budget,
        coalesce(a.config_error, a.halt_reason) AS agent_cannot_run,
@@ -110,11 +111,19 @@ FROM recent;
 -- name: task_work_ahead_bounded
 -- Work queued ahead of a new batch: an agent's enqueued, unheld tasks at its priority or above,
 -- read up to %(bound)s rows from the fair-share index, and its tasks in flight.
+-- Scans (no text layer) are counted apart: their pages go through OCR. Tasks in flight come
+-- with the seconds their documents would take, at the rates given.
 SELECT count(*) AS n, coalesce(sum(estimated_tokens), 0)::float8 AS tokens,
        coalesce(sum(greatest(coalesce(pages, 4), 1)), 0)::float8 AS pages,
-       (SELECT count(*) FROM tasks p WHERE p.agent = %(agent)s AND p.status = 'processing') AS in_flight
+       count(*) FILTER (WHERE ocr)::float8 AS ocr_n,
+       coalesce(sum(greatest(pages, 1)) FILTER (WHERE ocr), 0)::float8 AS ocr_pages,
+       (SELECT count(*) FROM tasks p WHERE p.agent = %(agent)s AND p.status = 'processing') AS in_flight,
+       (SELECT coalesce(sum(CASE WHEN p.scanned
+                                 THEN %(ocr_base)s + %(ocr_per_page)s * p.pages
+                                 ELSE %(base)s + %(per_page)s * greatest(coalesce(p.pages, 4), 1) END), 0)::float8
+          FROM tasks p WHERE p.agent = %(agent)s AND p.status = 'processing') AS in_flight_seconds
 FROM (
-    SELECT t.estimated_tokens, t.pages FROM tasks t
+    SELECT t.estimated_tokens, t.pages, t.scanned AS ocr FROM tasks t
     WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held AND t.priority >= %(priority)s
       AND (%(batch_id)s::bigint IS NULL OR t.batch_id IS DISTINCT FROM %(batch_id)s::bigint)
     LIMIT %(bound)s
@@ -138,7 +147,7 @@ SELECT b.*,
        (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id) AS tasks,
        (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id
           AND t.status IN ('completed', 'failed', 'cancelled')) AS finished,
-       (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id AND t.held) AS held_tasks,
+       (SELECT count(*) FROM tasks t WHERE t.batch_id = b.id AND t.held AND t.status = 'enqueued') AS held_tasks,
        (SELECT max(t.finished_at) FROM tasks t WHERE t.batch_id = b.id) AS last_finished_at,
        (SELECT coalesce(sum(a.input_tokens + a.output_tokens), 0) FROM task_attempts a
           JOIN tasks t ON t.id = a.task_id WHERE t.batch_id = b.id) AS actual_tokens,
@@ -187,3 +196,50 @@ UPDATE batches SET forecast = %(forecast)s WHERE id = %(batch_id)s;
 SELECT quire_learned_tokens(%(agent)s, NULL, f.pages, f.bytes) AS tokens
 FROM unnest(%(pages)s::integer[], %(bytes)s::bigint[]) WITH ORDINALITY AS f(pages, bytes, ord)
 ORDER BY f.ord;
+
+-- name: agent_learned_seconds_list
+-- An agent's recent completed attempts with the extractor it has now (or none recorded): wall
+-- seconds, pages, and whether the document had no text layer (its pages went through OCR), for
+-- seconds per page learned apart for scans and for text.
+SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s, a.started_at, a.finished_at,
+       greatest(coalesce(t.pages, 1), 1)::float8 AS pages,
+       t.scanned AS ocr
+FROM task_attempts a JOIN tasks t ON t.id = a.task_id
+WHERE a.agent = %(agent)s AND a.status = 'completed' AND a.finished_at IS NOT NULL
+  AND (a.extractor IS NULL OR a.extractor = %(extractor)s)
+ORDER BY a.id DESC
+LIMIT %(window)s;
+
+-- name: batch_held_list
+-- Every batch still held for review, newest first, with what it holds (held batches are few: an
+-- operator reviews each).
+SELECT b.id, b.agent, b.customer, b.priority, b.submitted_by, b.created_at, b.forecast,
+       count(t.id) AS tasks,
+       count(t.id) FILTER (WHERE t.held AND t.status = 'enqueued') AS held_tasks,
+       coalesce(sum(greatest(t.pages, 0)), 0) AS pages
+FROM batches b LEFT JOIN tasks t ON t.batch_id = b.id
+WHERE b.held
+GROUP BY b.id
+ORDER BY b.id DESC
+LIMIT %(limit)s;
+
+-- name: batch_task_list
+-- A batch's files as the upload page shows them after a reload: name, task, status, pages.
+SELECT t.id, t.document_name, t.status::text AS status, t.pages, t.held, t.scanned, t.document_sha256
+FROM tasks t WHERE t.batch_id = %(batch_id)s
+ORDER BY t.id;
+
+-- name: batch_discard
+-- Discards a held batch: its held, queued documents are cancelled (the task trigger logs each, with
+-- the actor set by the caller) and the batch no longer waits for a release.
+WITH discarded AS (
+    UPDATE batches SET held = false, discarded_at = coalesce(%(now)s, now()), discarded_by = %(actor)s
+    WHERE id = %(batch_id)s AND held
+    RETURNING id
+), cancelled AS (
+    UPDATE tasks t SET status = 'cancelled', held = false, cancelled_by = %(actor)s,
+                       finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+    WHERE t.batch_id = %(batch_id)s AND t.held AND t.status = 'enqueued' AND EXISTS (SELECT 1 FROM discarded)
+    RETURNING t.id
+)
+SELECT (SELECT count(*) FROM discarded) AS batches, (SELECT count(*) FROM cancelled) AS tasks;

@@ -205,3 +205,12 @@ ORDER BY t.agent;
 -- name: health_ping
 -- The cheapest round trip that proves a pooled connection works.
 SELECT 1 AS ok;
+
+-- name: task_ids_for_bulk_list
+-- Bulk actions over the whole filter: the ids of the filtered tasks in the states the action
+-- applies to, by id, up to %(limit)s (the caller composes the filter in as {task_filter}).
+SELECT t.id, t.status::text AS status
+FROM tasks t
+WHERE {task_filter} AND t.status::text = ANY(%(applicable)s::text[])
+ORDER BY t.id
+LIMIT %(limit)s;

@@ -1,3 +1,13 @@
+-- name: task_edit_for_retry
+-- Edit and retry: the agent and run settings (extractor, model) its next runs use, with the edit
+-- (who, when, each field from and to) appended to its record. The task is locked by the caller.
+UPDATE tasks SET agent = %(agent)s, run_overrides = %(run_overrides)s,
+                 edits = edits || jsonb_build_array(jsonb_build_object(
+                     'at', coalesce(%(now)s, now()), 'by', %(actor)s::text, 'changes', %(changes)s::jsonb)),
+                 updated_at = coalesce(%(now)s, now())
+WHERE id = %(task_id)s
+RETURNING *;
+
 -- name: tasks_first_analyze_due
 -- Whether the tasks table was never analyzed (a new database) and already holds at least
 -- %(bytes)s bytes: enqueue_many then gathers its statistics itself (see FIRST_ANALYZE_BYTES).
@@ -18,10 +28,12 @@ WITH actor AS (
 )
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                   parent_id, batch_id, held, submitted_by, retried_by, run_after, created_at, updated_at)
+                   parent_id, batch_id, held, scanned, run_overrides, submitted_by, retried_by, run_after,
+                   created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
        r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts,
-       r.parent_id, r.batch_id, r.held, %(submitted_by)s, %(retried_by)s,
+       r.parent_id, r.batch_id, r.held, r.scanned, coalesce(r.run_overrides::jsonb, '{}'::jsonb),
+       %(submitted_by)s, %(retried_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
                              %(document_uri)s::text[], %(document_name)s::text[],
@@ -29,10 +41,11 @@ FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority
                              %(document_chars)s::integer[], %(pages)s::integer[],
                              %(estimated_tokens)s::integer[],
                              %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
-                             %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[])
+                             %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[],
+                             %(scanned)s::boolean[], %(run_overrides)s::text[])
      WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
                           document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                          parent_id, batch_id, held, ord)
+                          parent_id, batch_id, held, scanned, run_overrides, ord)
 ORDER BY r.ord
 RETURNING *;
 
@@ -86,7 +99,7 @@ WITH seed AS MATERIALIZED (
     -- its task id, its attempt number and this 244-bit key, which never leaves the statement.
     SELECT gen_random_uuid()::text || gen_random_uuid()::text AS key
 ), wanted AS (
-    SELECT a.name, a.lease_seconds, a.executor, s.pool, s.slots,
+    SELECT a.name, a.lease_seconds, a.executor, a.settings ->> 'extractor' AS extractor, s.pool, s.slots,
            -- Whether the agent learned its token costs yet (only then is each task's line computed).
            EXISTS (SELECT 1 FROM agent_token_rates r WHERE r.agent = a.name AND r.samples >= 3) AS learned
     FROM agents a
@@ -135,10 +148,10 @@ WITH seed AS MATERIALIZED (
     ) r
     WHERE r.n <= r.slots
 ), opened AS (
-    INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, callback_secret,
+    INSERT INTO task_attempts (task_id, attempt_no, agent, worker_id, executor, extractor, callback_secret,
                                estimated_tokens, started_at, heartbeat_at)
     SELECT t.id, t.attempt_count + 1, t.agent, %(worker_id)s,
-           coalesce(%(executor)s, w.executor),
+           coalesce(%(executor)s, w.executor), coalesce(t.run_overrides ->> 'extractor', w.extractor),
            encode(sha256((t.id::text || '.' || (t.attempt_count + 1)::text || '.' || seed.key)::bytea), 'hex'),
            -- The reservation: what this agent's documents were learned to cost, else the estimate.
            CASE WHEN t.estimate_is_static AND w.learned

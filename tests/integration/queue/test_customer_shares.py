@@ -1,0 +1,100 @@
+"""A customer's guaranteed share and burst ceiling beside the fair share, proven by racing claims."""
+
+import random
+import threading
+from datetime import timedelta
+
+import pytest
+
+from schema import customers, queue
+from schema.errors import InvalidArgument
+from tests.factories import make_agent, make_task
+
+
+def _clock(conn):
+    return conn.execute("SELECT now() AS n").fetchone()["n"]
+
+
+def test_a_guaranteed_customer_is_claimed_first_and_a_ceiling_is_never_passed(conn):
+    make_agent(conn)
+    old = _clock(conn) - timedelta(hours=1)
+    for i in range(6):
+        make_task(conn, customer="big", now=old + timedelta(seconds=i))
+    small = make_task(conn, customer="small", now=old + timedelta(minutes=5))
+    customers.customer_shares_apply_config(conn, {"small": (1, None), "big": (None, 2)})
+    # The fair share alone would take big's older task first; the guarantee puts small's ahead.
+    (first,) = queue.claim(conn, agent="docs", worker_id="w", limit=1)
+    assert first.task.id == small.id
+    # Big may run two at once, whatever the slots offered.
+    got = queue.claim(conn, agent="docs", worker_id="w", limit=5)
+    assert [c.task.customer for c in got] == ["big", "big"]
+    assert queue.claim(conn, agent="docs", worker_id="w", limit=5) == []
+    # One ends: one more may start.
+    queue.apply_callback(conn, got[0].attempt_id, {"status": "completed", "result": {"ok": True}, "confidence": 0.9})
+    assert [c.task.customer for c in queue.claim(conn, agent="docs", worker_id="w", limit=5)] == ["big"]
+
+
+def test_shares_are_checked(conn):
+    with pytest.raises(InvalidArgument):
+        customers.customer_shares_apply_config(conn, {"acme": (3, 2)})
+    with pytest.raises(InvalidArgument):
+        customers.customer_shares_apply_config(conn, {"acme": (0, None)})
+    assert customers.customer_shares_apply_config(conn, {"acme": (1, 3)}) == 1
+    assert customers.customer_shares_apply_config(conn, {"acme": (1, 3)}) == 0  # unchanged: not rewritten
+
+
+def test_the_ceiling_and_the_guarantee_hold_under_racing_claimers(conn, connect):
+    ceiling, claimers = 3, 8
+    make_agent(conn)
+    old = _clock(conn) - timedelta(hours=1)
+    for i in range(120):
+        make_task(conn, customer="burst", now=old + timedelta(milliseconds=i))
+    for i in range(24):
+        make_task(conn, customer="steady", now=old + timedelta(minutes=1, milliseconds=i))
+    customers.customer_shares_apply_config(conn, {"burst": (None, ceiling), "steady": (2, None)})
+    watch = connect()
+    running, errors = [], []
+
+    def measure():
+        rows = watch.execute("SELECT customer, count(*) AS n FROM tasks WHERE status = 'processing' "
+                             "GROUP BY customer").fetchall()
+        running.append({r["customer"]: r["n"] for r in rows})
+
+    # Every round, all claimers claim at the same moment (the race), the running tasks are counted,
+    # then each ends what it holds.
+    claimed = threading.Barrier(claimers, action=measure)
+    start = threading.Barrier(claimers)
+    rounds = 40
+
+    def claimer(seed):
+        rng = random.Random(seed)
+        c = connect()
+        try:
+            for _ in range(rounds):
+                start.wait(timeout=60)
+                got = queue.claim(c, agent="docs", worker_id=f"w{seed}", limit=rng.randint(1, 4))
+                claimed.wait(timeout=60)
+                for claim in got:
+                    queue.apply_callback(c, claim.attempt_id,
+                                         {"status": "completed", "result": {"ok": True}, "confidence": 0.9})
+        except Exception as exc:  # collected and asserted below
+            errors.append(exc)
+            start.abort()
+            claimed.abort()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert errors == []
+    assert len(running) == rounds
+    # Eight claimers at once, up to four tasks each: burst never ran more than its ceiling.
+    assert max(r.get("burst", 0) for r in running) == ceiling
+    # The guarantee: while steady had work waiting, it had at least two running, though every one
+    # of its tasks is newer than all of burst's.
+    steady_left = 24
+    for r in running:
+        if steady_left:
+            assert r.get("steady", 0) >= min(2, steady_left)
+        steady_left -= r.get("steady", 0)

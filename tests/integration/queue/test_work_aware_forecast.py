@@ -1,0 +1,165 @@
+"""Forecasts that know the work: seconds per page learned apart for scans and for text, per agent
+and extractor, with the spread shown; a budget warning; edit and retry recorded on the task."""
+
+from datetime import timedelta
+
+import pytest
+
+from schema import customers, forecast, positions, queue
+from schema.errors import InvalidArgument, InvalidTransition
+from tests.factories import make_agent, make_task
+
+
+def _clock(conn):
+    return conn.execute("SELECT now() AS n").fetchone()["n"]
+
+
+def _run(conn, agent, *, pages, seconds, scanned, start, cost=None):
+    """One task of `pages` that ran `seconds`, completed at `start` + seconds."""
+    task = make_task(conn, agent, pages=pages, scanned=scanned, now=start)
+    (claim,) = queue.claim(conn, agent=agent, worker_id="w", now=start)
+    assert claim.task.id == task.id
+    report = {"status": "completed", "result": {"ok": True}, "confidence": 0.9,
+              "input_tokens": 1000, "output_tokens": 100}
+    if cost is not None:
+        report["llm_cost_usd"] = cost
+    queue.apply_callback(conn, claim.attempt_id, report, now=start + timedelta(seconds=seconds))
+    return task
+
+
+def test_scans_learn_their_own_seconds_per_page_and_the_forecast_counts_them(conn):
+    make_agent(conn, max_concurrent_tasks=1, settings={"extractor": "offline"})
+    start = _clock(conn) - timedelta(hours=2)
+    # Text: 1 s + 0.5 s a page; scans: 2 s + 10 s a page (OCR), one after the other.
+    for i, pages in enumerate([1, 2, 4, 8]):
+        _run(conn, "docs", pages=pages, seconds=1 + 0.5 * pages, scanned=False, start=start + timedelta(minutes=i))
+    for i, pages in enumerate([1, 3, 5]):
+        _run(conn, "docs", pages=pages, seconds=2 + 10 * pages, scanned=True,
+             start=start + timedelta(minutes=10 + i))
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.seconds_per_page == pytest.approx(0.5, rel=1e-3)
+    assert rates.ocr_seconds_per_page == pytest.approx(10, rel=1e-3) and rates.ocr_learned_from == 3
+    text = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=12)],
+                                   workers=1, compute_rate_usd_per_hour=0)
+    scan = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=12, scanned=True)],
+                                   workers=1, compute_rate_usd_per_hour=0)
+    assert text.work_seconds == pytest.approx(1 + 0.5 * 12, rel=1e-3)
+    assert scan.work_seconds == pytest.approx(2 + 10 * 12, rel=1e-3)
+    assert scan.scanned_pages == 12 and "learned from 3 scans" in scan.basis
+    # The lines fit exactly: the spread closes on the figure itself.
+    assert scan.eta_low_seconds == pytest.approx(scan.eta_seconds, rel=1e-3)
+    assert scan.eta_high_seconds == pytest.approx(scan.eta_seconds, rel=1e-3)
+    # A scan queued ahead counts its OCR time in the next batch's ETA.
+    make_task(conn, "docs", pages=12, scanned=True)
+    behind = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=1)],
+                                     workers=1, compute_rate_usd_per_hour=0)
+    assert behind.eta_seconds == pytest.approx(2 + 10 * 12 + 1 + 0.5, rel=1e-3)
+
+
+def test_each_documents_eta_knows_whether_it_is_a_scan(conn):
+    make_agent(conn, max_concurrent_tasks=1)
+    start = _clock(conn) - timedelta(hours=2)
+    for i, pages in enumerate([1, 2, 4]):
+        _run(conn, "docs", pages=pages, seconds=1 + pages, scanned=False, start=start + timedelta(minutes=i))
+        _run(conn, "docs", pages=pages, seconds=1 + 9 * pages, scanned=True, start=start + timedelta(minutes=5 + i))
+    scan = make_task(conn, "docs", pages=6, scanned=True)
+    text = make_task(conn, "docs", pages=6)
+    where = positions.task_positions(conn, [scan.id, text.id])
+    pace = forecast.agent_pace(conn, "docs", workers=1)
+    assert where[scan.id].scanned and not where[text.id].scanned
+    own_scan = pace.eta_seconds(0, 6, scanned=True)
+    assert own_scan == pytest.approx(1 + 9 * 6, rel=1e-3)
+    assert pace.eta_seconds(0, 6) == pytest.approx(1 + 6, rel=1e-3)
+
+
+def test_rates_are_learned_per_extractor(conn):
+    make_agent(conn, max_concurrent_tasks=1, settings={"extractor": "llm"})
+    start = _clock(conn) - timedelta(hours=2)
+    for i in range(3):
+        _run(conn, "docs", pages=2, seconds=40, scanned=False, start=start + timedelta(minutes=i))
+    assert forecast.learned_rates(conn, "docs").mean_seconds == pytest.approx(40)
+    # The agent switches to the offline extractor: what the LLM runs took no longer stands.
+    make_agent(conn, max_concurrent_tasks=1, settings={"extractor": "offline"})
+    assert forecast.learned_rates(conn, "docs").mean_seconds is None
+
+
+def test_the_forecast_warns_when_a_batch_would_pass_its_customers_remaining_budget(conn):
+    make_agent(conn, price_input_per_mtok=3.0, price_output_per_mtok=15.0)
+    customers.customer_budget_set(conn, "acme", 0.02, actor="op")
+    files = [forecast.FileFacts(pages=12)] * 5
+    plan = forecast.forecast_batch(conn, agent="docs", priority=0, files=files, workers=1,
+                                   compute_rate_usd_per_hour=0, customer="acme")
+    assert plan.llm_cost_usd > 0.02
+    assert plan.budget_warning and "$0.02 left of its $0.02 monthly budget" in plan.budget_warning
+    other = forecast.forecast_batch(conn, agent="docs", priority=0, files=files, workers=1,
+                                    compute_rate_usd_per_hour=0, customer="unbudgeted")
+    assert other.budget_warning is None
+    small = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=1)],
+                                    workers=1, compute_rate_usd_per_hour=0, customer="acme")
+    assert small.budget_warning is None
+
+
+def test_edit_and_retry_runs_with_another_agent_extractor_model_and_priority_and_records_it(conn):
+    make_agent(conn, "docs", settings={"extractor": "offline"}, model="small")
+    make_agent(conn, "other", settings={"extractor": "offline"}, model="small")
+    task = make_task(conn, "docs", priority=2)
+    (claim,) = queue.claim(conn, agent="docs", worker_id="w")
+    queue.apply_callback(conn, claim.attempt_id, {"status": "failed", "error": "bad read", "retryable": False})
+    again = queue.retry(conn, task.id, actor="alice", agent="other", extractor="llm", model="large", priority=7)
+    assert again.id == task.id and again.status.value == "enqueued"
+    assert again.agent == "other" and again.priority == 7
+    assert again.run_overrides == {"extractor": "llm", "model": "large"}
+    (edit,) = again.edits
+    assert edit["by"] == "alice" and edit["at"]
+    assert edit["changes"] == {"agent": ["docs", "other"], "extractor": ["offline", "llm"],
+                               "model": ["small", "large"], "priority": [2, 7]}
+    (claim,) = queue.claim(conn, agent="other", worker_id="w")
+    assert claim.task.run_overrides["extractor"] == "llm"
+    attempt = conn.execute("SELECT extractor FROM task_attempts WHERE id = %s", [claim.attempt_id]).fetchone()
+    assert attempt["extractor"] == "llm"
+    queue.apply_callback(conn, claim.attempt_id, {"status": "completed", "result": {"ok": True}, "confidence": 0.9})
+    # A completed task's edit and retry is a new child task that carries the edit.
+    child = queue.retry(conn, task.id, actor="bob", extractor="cascade")
+    assert child.id != task.id and child.parent_id == task.id and child.agent == "other"
+    assert child.run_overrides == {"extractor": "cascade", "model": "large"}
+    assert child.edits[0]["by"] == "bob" and child.edits[0]["changes"] == {"extractor": ["llm", "cascade"]}
+
+
+def test_edit_and_retry_refuses_what_cannot_run(conn):
+    make_agent(conn)
+    task = make_task(conn)
+    with pytest.raises(InvalidArgument):
+        queue.retry(conn, task.id, actor="op", extractor="magic")
+    with pytest.raises(queue.UnknownAgent):
+        queue.retry(conn, task.id, actor="op", agent="nope")
+    with pytest.raises(InvalidTransition):  # still enqueued: nothing to retry
+        queue.retry(conn, task.id, actor="op", extractor="llm")
+    assert queue.get_task(conn, task.id).edits == []
+
+
+def test_held_batches_are_listed_and_a_discarded_one_holds_nothing(conn):
+    make_agent(conn)
+    plan = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=2)] * 2,
+                                   workers=1, compute_rate_usd_per_hour=0)
+    kept = forecast.batch_create(conn, plan, customer="acme", held=True, submitted_by="op")
+    dropped = forecast.batch_create(conn, plan, customer="acme", held=True, submitted_by="op")
+    for batch in (kept, dropped):
+        for _ in range(2):
+            make_task(conn, batch_id=batch, held=True, pages=2)
+    listed = forecast.batch_held_list(conn)
+    assert [b["id"] for b in listed] == [dropped, kept]
+    assert listed[0]["held_tasks"] == 2 and listed[0]["pages"] == 4
+    assert forecast.batch_discard(conn, dropped, actor="alice") == 2
+    assert [b["id"] for b in forecast.batch_held_list(conn)] == [kept]
+    row = forecast.batch_get(conn, dropped)
+    assert row["discarded_by"] == "alice" and row["held_tasks"] == 0
+    tasks = forecast.batch_task_list(conn, dropped)
+    assert {t["status"] for t in tasks} == {"cancelled"}
+    events = queue.get_task(conn, tasks[0]["id"]).events
+    assert events[-1].status.value == "cancelled" and events[-1].actor == "alice"
+    with pytest.raises(InvalidTransition):
+        forecast.batch_discard(conn, dropped, actor="alice")
+    # A held batch whose documents were all cancelled one by one holds nothing to submit.
+    for task in forecast.batch_task_list(conn, kept):
+        queue.cancel(conn, task["id"], actor="op")
+    assert forecast.batch_get(conn, kept)["held_tasks"] == 0
