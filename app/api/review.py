@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 from app import live, reviews, services
 from app.api.common import get_pool, get_settings
 from app.api.events import frame
-from app.api.schemas import filter_query
+from app.api.schemas import filter_query, model_of
 from app.auth import Identity, require_reviewer, require_user
 from schema.errors import NotFound
-from schema.review import Review, ReviewStatus, StaleReview
+from schema.review import QueueEntry, Review, ReviewStatus, StaleReview
 from schema.settings import Settings
 from schema.stats import TaskFilter
 
@@ -69,16 +69,7 @@ def _out(item: Review) -> ReviewOut:
                      extraction=item.result, corrections=[CorrectionOut(**c.__dict__) for c in item.corrections])
 
 
-class QueueOut(BaseModel):
-    id: int
-    task_id: int
-    reason: str
-    confidence: float
-    queued_at: datetime
-    agent: str
-    customer: str | None
-    document_name: str | None
-    held_by: str | None
+QueueOut = model_of(QueueEntry, "QueueOut")  # an open review as the queue lists it
 
 
 class SaveIn(BaseModel):
@@ -124,9 +115,9 @@ async def _guarded(call):
         raise HTTPException(status_code=404, detail=str(exc)) from None
 
 
-@router.get("/queue", response_model=list[QueueOut])
+@router.get("/queue", response_model=list[QueueOut])  # type: ignore[valid-type]
 async def review_queue(flt: TaskFilter = Depends(filter_query), limit: int = Query(50, ge=1, le=500),
-                       _: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool)) -> list[QueueOut]:
+                       _: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool)):
     """The documents waiting for a person, in claim order: lowest confidence first, then oldest."""
     return [QueueOut(**e.__dict__) for e in await reviews.queue(pool, flt, limit=limit)]
 
