@@ -91,7 +91,7 @@ def cmd_db_stop(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from app.services import SubmitOptions, Upload, submit_documents
+    from app.submitting import SubmitOptions, Upload, submit_documents
     from schema import db, queue
 
     settings = _settings()

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pandas as pd
 from psycopg_pool import ConnectionPool
 
-from app.services import _in_thread
+from app.figure_cache import in_thread as _in_thread
 from schema.export import task_cost_export_filtered
 from schema.stats import TaskFilter
 

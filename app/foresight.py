@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from app.services import _in_thread
+from app.figure_cache import in_thread as _in_thread
 from schema import customers, forecast, positions
 from schema.customers import CustomerBudget
 from schema.forecast import FileFacts, Forecast

@@ -97,7 +97,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui import app, background_tasks, ui
     from nicegui.storage import Storage
 
-    from app import auth, guard, live, services, sockets
+    from app import auth, guard, live, sockets, submitting
     from app.api import (agents, callbacks, docs, events, export, foresight, health, review, session, summary,
                          tasks)
     from app.pages import dashboard, login, review as review_page, task_detail, upload  # noqa: F401  (registers the pages)
@@ -139,7 +139,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
         _fold_in_background(app, settings)
     if samples:
         async def enqueue_samples() -> None:
-            results = await services.submit_samples(app.state.pool, settings)
+            results = await submitting.submit_samples(app.state.pool, settings)
             created = sum(r.outcome == "created" for r in results)
             print(f"samples: {created} enqueued, {len(results) - created} already submitted", flush=True)
         app.on_startup(enqueue_samples)

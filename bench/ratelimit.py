@@ -31,7 +31,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
-from app.services import SubmitOptions, Upload, submit_documents  # noqa: E402
+from app.submitting import SubmitOptions, Upload, submit_documents  # noqa: E402
 from bench.fake_llm import RateLimitedChat  # noqa: E402
 from bench.peers import fresh_database, quire_env, scalar, start_server  # noqa: E402
 from schema import db, queue  # noqa: E402

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field, computed_field
 
-from app import services
+from app import actions, services
 from app.api.common import get_pool
 from app.api.schemas import model_of
 from app.auth import Identity, require_operator, require_user
@@ -78,7 +78,7 @@ async def pause_agent(body: PauseIn, name: str = AGENT_NAME, who: Identity = Dep
     if until is not None and until <= datetime.now(timezone.utc):
         raise HTTPException(status_code=422, detail="the time to resume must be in the future")
     try:
-        agent = await services.pause_agent(pool, name, actor=who.name, until=until, reason=body.reason)
+        agent = await actions.pause_agent(pool, name, actor=who.name, until=until, reason=body.reason)
     except UnknownAgent as exc:
         raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
     except (InvalidArgument, ValueError) as exc:
@@ -93,7 +93,7 @@ async def resume_agent(name: str = AGENT_NAME, _: Identity = Depends(require_ope
     """Ends an agent's pause at once: its waiting tasks start again."""
     _no_nul(name)
     try:
-        agent = await services.resume_agent(pool, name)
+        agent = await actions.resume_agent(pool, name)
     except UnknownAgent as exc:
         raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
     return AgentOut.model_validate(agent)
@@ -105,7 +105,7 @@ async def clear_halt(name: str = AGENT_NAME, _: Identity = Depends(require_opera
                      pool: ConnectionPool = Depends(get_pool)) -> None:
     """Lets a halted agent's tasks be claimed again (after its endpoint or key was fixed)."""
     _no_nul(name)
-    if not await services.clear_agent_halt(pool, name):
+    if not await actions.clear_agent_halt(pool, name):
         raise HTTPException(status_code=409, detail=f"agent {name!r} is not halted")
     services.forget_live(pool)
     return None

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 from psycopg_pool import ConnectionPool
 
-from app import live, services
+from app import inputs, live, services
 from app.api.common import get_pool, get_settings
 from app.api.schemas import event_data
 from app.auth import Identity, require_user
@@ -108,7 +108,7 @@ async def _stream(pool: ConnectionPool, settings: Settings, resume_after: int | 
             responses={200: {"content": {"text/event-stream": {}},
                              "description": "`snapshot` then one `task` event per state change"}})
 async def stream_events(last_event_id: str | None = Header(None, alias="Last-Event-ID"),
-                        after: int | None = Query(None, ge=0, le=services.MAX_ID, description="replay events after this id"),
+                        after: int | None = Query(None, ge=0, le=inputs.MAX_ID, description="replay events after this id"),
                         _: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool),
                         settings: Settings = Depends(get_settings)) -> StreamingResponse:
     """Task state changes as Server-Sent Events.
@@ -118,7 +118,7 @@ async def stream_events(last_event_id: str | None = Header(None, alias="Last-Eve
     otherwise it starts with a `snapshot` event (newest event id, counts). Keep-alive comments every 15 s.
     """
     resume = after
-    if last_event_id and last_event_id.strip().isdigit() and int(last_event_id.strip()) <= services.MAX_ID:
+    if last_event_id and last_event_id.strip().isdigit() and int(last_event_id.strip()) <= inputs.MAX_ID:
         resume = int(last_event_id.strip())
     return StreamingResponse(_stream(pool, settings, resume), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 
-from app import live, reviews, services
+from app import inputs, live, reviews, services
 from app.api.common import get_pool, get_settings
 from app.api.events import frame
 from app.api.schemas import filter_query, model_of
@@ -26,7 +26,7 @@ router = APIRouter(prefix="/api/review", tags=["review"])
 
 def _id():
     # A fresh parameter per route: FastAPI binds a parameter object to the first name it serves.
-    return PathParam(..., ge=1, le=services.MAX_ID)
+    return PathParam(..., ge=1, le=inputs.MAX_ID)
 
 _CONFLICT = {409: {"description": "the claim no longer holds (re-extracted, decided, or taken over): nothing was written"},
              403: {"description": "not a reviewer"}, 422: {"description": "a value its field's type refuses"}}
@@ -175,13 +175,13 @@ for _kind in ("csv", "xlsx", "json"):
             responses={200: {"content": {"text/event-stream": {}},
                              "description": "`review` events: queued, claimed, corrected, approved, rejected, ..."}})
 async def review_events(last_event_id: str | None = Header(None, alias="Last-Event-ID"),
-                        after: int | None = Query(None, ge=0, le=services.MAX_ID),
+                        after: int | None = Query(None, ge=0, le=inputs.MAX_ID),
                         _: Identity = Depends(require_user), pool: ConnectionPool = Depends(get_pool),
                         settings: Settings = Depends(get_settings)) -> StreamingResponse:
     """Review changes as Server-Sent Events: `id:` = the review event id, body {id, review_id,
     task_id, kind, actor}. With `Last-Event-ID` (or `?after=`) the stream replays what came after."""
     resume = after
-    if last_event_id and last_event_id.strip().isdigit() and int(last_event_id.strip()) <= services.MAX_ID:
+    if last_event_id and last_event_id.strip().isdigit() and int(last_event_id.strip()) <= inputs.MAX_ID:
         resume = int(last_event_id.strip())
     return StreamingResponse(_stream(pool, settings, resume), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

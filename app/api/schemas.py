@@ -11,7 +11,8 @@ from typing import Any, Literal
 from fastapi import HTTPException, Query
 from pydantic import BaseModel, ConfigDict, computed_field, create_model
 
-from app.services import STATUSES, catching_up_note, make_filter
+from app.inputs import STATUSES, make_filter
+from app.services import catching_up_note
 from schema.models import Attempt, Task, TaskEvent
 from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
 

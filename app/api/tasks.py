@@ -12,7 +12,7 @@ from fastapi import (APIRouter, Depends, File, Form, HTTPException, Path as Path
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 
-from app import foresight, services
+from app import actions, foresight, inputs, services, submitting
 from app.api import limits
 from app.api.common import get_pool, get_settings
 from app.api.schemas import ActionOut, FileResult, SubmitResponse, TaskDetail, TaskOut, TaskPage, filter_query
@@ -57,10 +57,10 @@ async def submit_tasks(
         # An empty field is no priority (FastAPI would take it for the default): read the form as sent.
         sent = (await request.form()).get("priority")
         priority = limits.parse_priority(sent if isinstance(sent, str) else priority)
-        options = services.SubmitOptions(agent=agent, priority=priority, customer=customer,
-                                         rerun_duplicates=duplicates == "rerun", held=hold)
+        options = submitting.SubmitOptions(agent=agent, priority=priority, customer=customer,
+                                           rerun_duplicates=duplicates == "rerun", held=hold)
         # A request Postgres could not store is refused whole, before any file is read or kept.
-        services.check_submission([f.filename or "document.pdf" for f in files], options)
+        submitting.check_submission([f.filename or "document.pdf" for f in files], options)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     rights = submit_rights(who, settings)
@@ -73,19 +73,19 @@ async def submit_tasks(
                                                  held=hold, submitted_by=who.name)
     except NotFound as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
-    options = services.SubmitOptions(**{**options.__dict__, "batch_id": batch_id})
-    results: list[services.SubmitResult] = []
+    options = submitting.SubmitOptions(**{**options.__dict__, "batch_id": batch_id})
+    results: list[submitting.SubmitResult] = []
     # Each file is copied to disk a chunk at a time and checked from there, a slice at a time:
     # memory holds one chunk, however many files of whatever size are sent.
     try:
-        with tempfile.TemporaryDirectory(prefix="quire-upload-", dir=services.spool_root(settings)) as workdir:
+        with tempfile.TemporaryDirectory(prefix="quire-upload-", dir=submitting.spool_root(settings)) as workdir:
             for start in range(0, len(files), SUBMIT_SLICE):
                 uploads = []
                 for n, f in enumerate(files[start:start + SUBMIT_SLICE], start=start):
                     path = Path(workdir) / f"{n}.upload"
-                    await services.spool(_chunks(f), path, limit)
-                    uploads.append(services.Upload(f.filename or "document.pdf", path=path, size=f.size))
-                results += await services.submit(pool, settings, uploads, options, submitted_by=who.name)
+                    await submitting.spool(_chunks(f), path, limit)
+                    uploads.append(submitting.Upload(f.filename or "document.pdf", path=path, size=f.size))
+                results += await submitting.submit(pool, settings, uploads, options, submitted_by=who.name)
                 for upload in uploads:
                     upload.path.unlink(missing_ok=True)
     finally:
@@ -112,7 +112,7 @@ async def submit_tasks(
 
 
 async def _chunks(upload: UploadFile):
-    while chunk := await upload.read(services.SPOOL_CHUNK):
+    while chunk := await upload.read(submitting.SPOOL_CHUNK):
         yield chunk
 
 
@@ -126,7 +126,7 @@ def _before(cursor: str | None) -> int | None:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         before = int(text.removeprefix("before:"))
-        if not services.valid_id(before):
+        if not inputs.valid_id(before):
             raise ValueError(before)
         return before
     except ValueError as exc:
@@ -153,7 +153,7 @@ async def _task_or_404(pool: ConnectionPool, task_id: int):
 
 
 @router.get("/tasks/{task_id}", response_model=TaskDetail)
-async def get_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
+async def get_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID), _: Identity = Depends(require_user),
                    pool: ConnectionPool = Depends(get_pool)) -> TaskDetail:
     """One task with its attempts (run and trace ids, tokens, cost), result and timeline."""
     return TaskDetail.model_validate(await _task_or_404(pool, task_id))
@@ -173,7 +173,7 @@ def _attachment(name: str) -> str:
 
 @router.get("/tasks/{task_id}/document", response_class=Response,
             responses={200: {"content": {"application/pdf": {}, "text/plain": {}, "application/pkcs7-mime": {}}}})
-async def get_document(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), _: Identity = Depends(require_user),
+async def get_document(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID), _: Identity = Depends(require_user),
                        pool: ConnectionPool = Depends(get_pool)):
     """The submitted document, as a download: a PDF, an e-invoice XML (as plain text) or a signed .p7m."""
     task = await _task_or_404(pool, task_id)
@@ -202,7 +202,7 @@ def _media_type(uri: str) -> str:
     return "application/pdf"
 
 
-def _one(results: list[services.ActionResult]) -> ActionOut:
+def _one(results: list[actions.ActionResult]) -> ActionOut:
     result = results[0]
     if not result.ok:
         raise HTTPException(status_code=422 if result.invalid else 404 if result.not_found else 409,
@@ -213,7 +213,7 @@ def _one(results: list[services.ActionResult]) -> ActionOut:
 
 @router.post("/tasks/{task_id}/retry", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
-async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID),
+async def retry_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID),
                      priority: str | None = Query(None, description="0..9: run it at this priority (default: its own)"),
                      agent: limits.Name | None = Query(None, description="edit and retry: run it with this agent"),
                      extractor: limits.Name | None = Query(None, description="edit and retry: offline, llm or cascade"),
@@ -227,13 +227,13 @@ async def retry_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID),
             priority = limits.parse_priority(priority)
         except ValueError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from None
-    return _one(await services.retry_tasks(pool, [task_id], actor=who.name, priority=priority, agent=agent,
-                                           extractor=extractor, model=model))
+    return _one(await actions.retry_tasks(pool, [task_id], actor=who.name, priority=priority, agent=agent,
+                                          extractor=extractor, model=model))
 
 
 @router.post("/tasks/{task_id}/cancel", response_model=ActionOut,
              responses={403: {"description": "not an operator"}, 409: {"description": "state does not allow it"}})
-async def cancel_task(task_id: int = PathParam(..., ge=1, le=services.MAX_ID), who: Identity = Depends(require_operator),
+async def cancel_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID), who: Identity = Depends(require_operator),
                       pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Cancels an enqueued or processing task."""
-    return _one(await services.cancel_tasks(pool, [task_id], actor=who.name))
+    return _one(await actions.cancel_tasks(pool, [task_id], actor=who.name))

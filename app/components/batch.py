@@ -8,7 +8,7 @@ from typing import Awaitable, Callable
 from nicegui import ui
 
 from app.components import format as fmt
-from app.services import SubmitResult, Upload
+from app.submitting import SubmitResult, Upload
 from schema.models import TERMINAL_STATUSES
 
 

@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable
 
 from nicegui import app, ui
 
-from app import services
+from app import actions, services
 from app.auth import Identity
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
@@ -319,10 +319,10 @@ class TaskTable:
         ids = [int(r["id"]) for r in rows]
         if action == "retry":
             priority = self.retry_priority.value
-            results = await services.retry_tasks(app.state.pool, ids, actor=self.who.name,
-                                                 priority=None if priority in (None, -1) else int(priority))
+            results = await actions.retry_tasks(app.state.pool, ids, actor=self.who.name,
+                                                priority=None if priority in (None, -1) else int(priority))
         else:
-            results = await services.cancel_tasks(app.state.pool, ids, actor=self.who.name)
+            results = await actions.cancel_tasks(app.state.pool, ids, actor=self.who.name)
         done = [r for r in results if r.ok]
         failed = [r for r in results if not r.ok]
         if done:
@@ -344,13 +344,13 @@ class TaskTable:
             ui.notify("Another bulk action is about to run: undo it or wait for it first.", type="warning",
                       position="top")
             return
-        preview = await services.bulk_preview(app.state.pool, self.filter, action)
+        preview = await actions.bulk_preview(app.state.pool, self.filter, action)
         if not preview.count:
             ui.notify(f"No matching task can be {'retried' if action == 'retry' else 'cancelled'}.",
                       type="info", position="top")
             return
         every = (f" This is every matching task on all pages ({preview.count:,}), not only the page shown."
-                 + (f" More match: the first {services.BULK_MAX:,} are taken." if preview.capped else ""))
+                 + (f" More match: the first {actions.BULK_MAX:,} are taken." if preview.capped else ""))
         if action == "retry":
             title, body = retry_consequence(TaskStatus(s) for s, n in preview.statuses.items() for _ in range(n))
             asked = await confirm(title, body + every, action="Retry", color="primary", icon="replay")
@@ -374,10 +374,10 @@ class TaskTable:
             return
         if action == "retry":
             priority = self.retry_priority.value
-            results = await services.retry_tasks(app.state.pool, preview.ids, actor=self.who.name,
-                                                 priority=None if priority in (None, -1) else int(priority))
+            results = await actions.retry_tasks(app.state.pool, preview.ids, actor=self.who.name,
+                                                priority=None if priority in (None, -1) else int(priority))
         else:
-            results = await services.cancel_tasks(app.state.pool, preview.ids, actor=self.who.name)
+            results = await actions.cancel_tasks(app.state.pool, preview.ids, actor=self.who.name)
         done = sum(r.ok for r in results)
         skipped = len(results) - done
         text = f"{done:,} tasks {'retried' if action == 'retry' else 'cancelled'}"

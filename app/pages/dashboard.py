@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from fastapi import Request
 from nicegui import app, ui
 
-from app import foresight, live, reviews, services
+from app import actions, foresight, live, reviews, services
 from app.auth import viewer
 from app.components.agent_controls import AgentControls
 from app.components.agent_problems import AgentProblems
@@ -219,7 +219,7 @@ class Dashboard:
         """An operator lets a halted agent's tasks be claimed again."""
         if not self.who.operator:
             return
-        cleared = await services.clear_agent_halt(self.pool, agent)
+        cleared = await actions.clear_agent_halt(self.pool, agent)
         ui.notify(f"Agent {agent}: cleared; its tasks will be claimed again" if cleared
                   else f"Agent {agent} was not halted", type="positive" if cleared else "info", position="top")
         services.forget_live(self.pool)
@@ -252,7 +252,7 @@ class Dashboard:
                       position="top")
             return False
         try:
-            await services.pause_agent(self.pool, name, actor=self.who.name, until=until, reason=reason)
+            await actions.pause_agent(self.pool, name, actor=self.who.name, until=until, reason=reason)
         except ValueError as exc:
             ui.notify(str(exc), type="negative", position="top")
             return False
@@ -263,7 +263,7 @@ class Dashboard:
     async def resume_agent(self, name: str) -> bool:
         if not self.who.operator:
             return False
-        await services.resume_agent(self.pool, name)
+        await actions.resume_agent(self.pool, name)
         ui.notify(f"Agent {name} resumed.", type="positive", position="top")
         await self.after_action()
         return True

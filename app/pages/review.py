@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import Request
 from nicegui import app, ui
 
-from app import live, review_values, reviews, services
+from app import inputs, live, review_values, reviews
 from app.auth import Identity, viewer
 from app.components import format as fmt
 from app.components.layout import frame
@@ -21,7 +21,7 @@ REASONS = {"low_confidence": "low confidence", "finding": "failed cross-check", 
 
 def review_filter(customer: str | None, agent: str | None, date_from: str | None, date_to: str | None) -> TaskFilter:
     """The dashboard's filters, from the page's query string (ValueError if invalid)."""
-    return services.make_filter(date_from, date_to, None, [agent] if agent else None, [customer] if customer else None)
+    return inputs.make_filter(date_from, date_to, None, [agent] if agent else None, [customer] if customer else None)
 
 
 class ReviewDesk:
@@ -420,6 +420,6 @@ async def review_next_page(request: Request, customer: str | None = None, agent:
 async def review_task_page(request: Request, task_id: str, customer: str | None = None, agent: str | None = None,
                            date_from: str | None = None, date_to: str | None = None):
     number = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) < 19 else 0
-    await _page(request, number if services.valid_id(number) else -1,
+    await _page(request, number if inputs.valid_id(number) else -1,
                 {"customer": customer, "agent": agent, "date_from": date_from, "date_to": date_to,
                  "shown": task_id if len(task_id) <= 40 else task_id[:40] + "…"})

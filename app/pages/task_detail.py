@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from fastapi import Request
 from nicegui import app, ui
 
-from app import foresight, reviews, services
+from app import actions, foresight, inputs, reviews, services
 from app.auth import Identity, viewer
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
@@ -172,11 +172,11 @@ class TaskView:
             return
         if action == "retry":
             priority = getattr(self, "retry_priority", None)
-            results = await services.retry_tasks(self.pool, [self.task.id], actor=self.who.name,
-                                                 priority=None if priority is None or priority.value in (None, -1)
-                                                 else int(priority.value))
+            results = await actions.retry_tasks(self.pool, [self.task.id], actor=self.who.name,
+                                                priority=None if priority is None or priority.value in (None, -1)
+                                                else int(priority.value))
         else:
-            results = await services.cancel_tasks(self.pool, [self.task.id], actor=self.who.name)
+            results = await actions.cancel_tasks(self.pool, [self.task.id], actor=self.who.name)
         result = results[0]
         ui.notify(result.message, type="positive" if result.ok else "warning", position="top")
         if result.ok and result.new_task_id and result.new_task_id != self.task.id:
@@ -211,7 +211,7 @@ class TaskView:
                 ui.button("Run again", icon="replay", on_click=lambda: dialog.submit(True)) \
                     .props('unelevated color=primary data-testid="edit-yes"')
         while await dialog:
-            results = await services.retry_tasks(
+            results = await actions.retry_tasks(
                 self.pool, [task.id], actor=self.who.name,
                 priority=None if priority.value in (None, -1) else int(priority.value),
                 agent=agent.value if agent.value != task.agent else None,
@@ -303,7 +303,7 @@ async def task_page(request: Request, task_id: str):
     with frame(who, active="dashboard"):
         number = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) < 40 else 0
         try:
-            task = await services.task_detail(app.state.pool, number) if services.valid_id(number) else None
+            task = await services.task_detail(app.state.pool, number) if inputs.valid_id(number) else None
         except NotFound:
             task = None
         if task is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import Request
 from nicegui import app, events, ui
 
-from app import foresight, services
+from app import foresight, services, submitting
 from app.auth import no_submit_reason, submit_rights, viewer
 from app.components.batch import BatchView, Entry
 from app.components.forecast_panel import ForecastPanel
@@ -31,10 +31,10 @@ FORECAST_FIELDS = frozenset(f.name for f in dataclasses.fields(Forecast))
 PRIORITIES = {9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
 
-def _rerun_upload(result: services.SubmitResult) -> services.Upload | None:
+def _rerun_upload(result: submitting.SubmitResult) -> submitting.Upload | None:
     """A duplicate's bytes are the offered task's stored document: a re-run reads that file."""
     uri = result.duplicate_uri
-    return services.Upload(result.name, path=Path(uri.removeprefix("file://"))) if uri else None
+    return submitting.Upload(result.name, path=Path(uri.removeprefix("file://"))) if uri else None
 
 
 class UploadForm:
@@ -94,11 +94,11 @@ class UploadForm:
         self.positions_at = 0.0
         self.positions_dirty = False
 
-    def _options(self, **overrides) -> services.SubmitOptions:
+    def _options(self, **overrides) -> submitting.SubmitOptions:
         values = dict(agent=self.agent.value or self.settings.default_agent, priority=int(self.priority.value or 0),
                       customer=(self.customer.value or "").strip() or None)
         values.update(overrides)
-        return services.SubmitOptions(**values)
+        return submitting.SubmitOptions(**values)
 
     def _refused_by_browser(self) -> None:
         ui.notify(f"Some files were not sent: not a PDF, XML or .p7m file, larger than "
@@ -119,12 +119,12 @@ class UploadForm:
             self.uploader.reset()
             return
         try:
-            services.check_submission([f.name for f in event.files], options)
+            submitting.check_submission([f.name for f in event.files], options)
             # Held while under review: the files are checked and stored, nothing runs until submitted.
             batch_id, _ = await foresight.open_batch(
                 self.pool, self.settings, agent=options.agent, priority=options.priority, customer=options.customer,
                 files=[FileFacts(document_bytes=f.size()) for f in event.files], held=hold, submitted_by=self.who.name)
-            options = services.SubmitOptions(**{**options.__dict__, "batch_id": batch_id, "held": hold})
+            options = submitting.SubmitOptions(**{**options.__dict__, "batch_id": batch_id, "held": hold})
             facts: list[FileFacts] = []
             # Hundreds of files arrive in one drop: read and submit them a slice at a time, so
             # memory holds one slice of documents and the batch list fills in as it goes.
@@ -134,14 +134,14 @@ class UploadForm:
                 limit = self.settings.max_upload_mb * 1_000_000
                 # Each file is copied to disk a chunk at a time: memory never holds a whole document.
                 with tempfile.TemporaryDirectory(prefix="quire-upload-",
-                                                 dir=services.spool_root(self.settings)) as workdir:
+                                                 dir=submitting.spool_root(self.settings)) as workdir:
                     uploads = []
                     for n, f in enumerate(files):
                         path = Path(workdir) / f"{n}.pdf"
-                        await services.spool(f.iterate(), path, limit)
-                        uploads.append(services.Upload(f.name, path=path, size=f.size()))
-                    results = await services.submit(self.pool, self.settings, uploads, options,
-                                                    submitted_by=self.who.name)
+                        await submitting.spool(f.iterate(), path, limit)
+                        uploads.append(submitting.Upload(f.name, path=path, size=f.size()))
+                    results = await submitting.submit(self.pool, self.settings, uploads, options,
+                                                      submitted_by=self.who.name)
                 # A duplicate can be run again on request, from the offered task's stored file.
                 self.batch.add(results, {r.name: u for r in results
                                          if r.outcome == "duplicate" and (u := _rerun_upload(r))})
@@ -214,8 +214,8 @@ class UploadForm:
                 self.say(f"There is no batch {batch_id}.", "warning")
                 continue
             files = await foresight.batch_files(self.pool, batch_id)
-            results = [services.SubmitResult(f["document_name"] or f"task {f['id']}", "created", task_id=f["id"],
-                                             pages=f["pages"], scanned=f["scanned"]) for f in files]
+            results = [submitting.SubmitResult(f["document_name"] or f"task {f['id']}", "created", task_id=f["id"],
+                                               pages=f["pages"], scanned=f["scanned"]) for f in files]
             self.batch.add(results, {})
             self.batch.apply({f["id"]: f["status"] for f in files})
             plan = Forecast(**{k: v for k, v in outcome.forecast.items() if k in FORECAST_FIELDS})
@@ -245,7 +245,7 @@ class UploadForm:
             if outcome.done:
                 panel.show_outcome(outcome.comparison())
 
-    async def _rerun(self, entry: Entry) -> services.SubmitResult | None:
+    async def _rerun(self, entry: Entry) -> submitting.SubmitResult | None:
         if entry.upload is None or self.rights is None:
             return None
         refusal = self.rights.refusal(self.who, self._options().customer, self._options().priority)
@@ -253,15 +253,15 @@ class UploadForm:
             self.say(refusal, "negative")
             return None
         earlier = (entry.result.duplicate_of or {}).get("id")
-        with tempfile.TemporaryDirectory(prefix="quire-rerun-", dir=services.spool_root(self.settings)) as workdir:
+        with tempfile.TemporaryDirectory(prefix="quire-rerun-", dir=submitting.spool_root(self.settings)) as workdir:
             upload = entry.upload
             if not upload.path.is_file():  # stored in a Unity Catalog Volume: copied here a chunk at a time
                 local = Path(workdir) / "document.pdf"
-                await asyncio.to_thread(services.copy_stored, str(upload.path), local)
-                upload = services.Upload(upload.name, path=local)
-            results = await services.submit(self.pool, self.settings, [upload],
-                                            self._options(rerun_duplicates=True, parent_id=earlier),
-                                            submitted_by=self.who.name)
+                await asyncio.to_thread(submitting.copy_stored, str(upload.path), local)
+                upload = submitting.Upload(upload.name, path=local)
+            results = await submitting.submit(self.pool, self.settings, [upload],
+                                              self._options(rerun_duplicates=True, parent_id=earlier),
+                                              submitted_by=self.who.name)
         result = results[0]
         if result.outcome != "created":
             self.say(result.error or "could not run it again", "negative")

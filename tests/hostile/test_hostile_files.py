@@ -9,7 +9,7 @@ import pytest
 
 from agents.errors import DocumentError
 from agents.limits import Limits, TooCostly, check_page, check_streams, ocr_dpi
-from app import services
+from app import submitting
 from schema import db, queue
 from schema.settings import Settings
 from bench.hostile_pdfs import deflate_bomb, huge_page, page_pdf, text_pdf
@@ -78,16 +78,16 @@ def pool(db_dsn):
 
 
 def _submit(pool, settings, uploads):
-    return asyncio.run(services.submit(pool, settings, uploads, services.SubmitOptions(agent="docs"),
-                                       submitted_by="alice"))
+    return asyncio.run(submitting.submit(pool, settings, uploads, submitting.SubmitOptions(agent="docs"),
+                                         submitted_by="alice"))
 
 
 def test_upload_refuses_bombs_with_a_reason_and_stores_nothing(pool, conn, tmp_path):
     queue.configure_agent(conn, "docs")
     settings = Settings(data_dir=tmp_path)
     results = {r.name: r for r in _submit(pool, settings, [
-        services.Upload("bomb.pdf", deflate_bomb(100)), services.Upload("huge.pdf", huge_page(200)),
-        services.Upload("fine.pdf", text_pdf())])}
+        submitting.Upload("bomb.pdf", deflate_bomb(100)), submitting.Upload("huge.pdf", huge_page(200)),
+        submitting.Upload("fine.pdf", text_pdf())])}
     assert results["bomb.pdf"].outcome == "rejected" and "costs too much to read" in results["bomb.pdf"].error
     assert "inflate to over" in results["bomb.pdf"].error
     assert results["huge.pdf"].outcome == "rejected" and "page limit" in results["huge.pdf"].error
@@ -104,8 +104,8 @@ def test_a_file_past_the_checking_process_memory_is_refused_and_the_next_file_st
     queue.configure_agent(conn, "docs")
     monkeypatch.setenv("QUIRE_MAX_INFLATED_MB", "100000")
     monkeypatch.setenv("QUIRE_CHECK_MEMORY_MB", "300")
-    results = _submit(pool, Settings(data_dir=tmp_path), [services.Upload("bomb.pdf", deflate_bomb(100)),
-                                                          services.Upload("fine.pdf", text_pdf())])
+    results = _submit(pool, Settings(data_dir=tmp_path), [submitting.Upload("bomb.pdf", deflate_bomb(100)),
+                                                          submitting.Upload("fine.pdf", text_pdf())])
     assert results[0].outcome == "rejected" and "needs more than 300 MB" in results[0].error, results[0].error
     assert results[1].outcome == "created"
 

@@ -149,7 +149,7 @@ def test_a_request_that_creates_no_task_leaves_no_batch(app_server):
 
 def test_an_enqueue_the_database_refuses_leaves_no_stored_file(conn, tmp_path, monkeypatch):
     """Whatever the database refuses after the files were stored, the files it would orphan go."""
-    from app import services
+    from app import submitting
     from schema.settings import Settings
 
     queue.configure_agent(conn, "documents")
@@ -159,7 +159,7 @@ def test_an_enqueue_the_database_refuses_leaves_no_stored_file(conn, tmp_path, m
         raise psycopg.errors.ProgramLimitExceeded("index row size 5016 exceeds btree version 4 maximum 2704")
 
     monkeypatch.setattr(queue, "enqueue_many", refuse)
-    upload = services.Upload("kept.pdf", make_pdf("kept or not"))
+    upload = submitting.Upload("kept.pdf", make_pdf("kept or not"))
     with pytest.raises(psycopg.errors.ProgramLimitExceeded):
-        services.submit_documents(conn, settings, [upload], services.SubmitOptions(agent="documents"), "ops")
+        submitting.submit_documents(conn, settings, [upload], submitting.SubmitOptions(agent="documents"), "ops")
     assert not [p for p in settings.files_path.rglob("*") if p.is_file()]

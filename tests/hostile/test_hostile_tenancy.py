@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app import auth, services
+from app import auth, submitting
 from schema import db, queue
 from schema.settings import Settings
 from tests.e2e.app_harness import make_pdf, start_app
@@ -25,9 +25,9 @@ def pool(db_dsn):
 
 
 def _submit(pool, settings, data: bytes, customer: str | None):
-    options = services.SubmitOptions(agent="docs", customer=customer)
-    [result] = asyncio.run(services.submit(pool, settings, [services.Upload("same.pdf", data)], options,
-                                           submitted_by="someone"))
+    options = submitting.SubmitOptions(agent="docs", customer=customer)
+    [result] = asyncio.run(submitting.submit(pool, settings, [submitting.Upload("same.pdf", data)], options,
+                                             submitted_by="someone"))
     return result
 
 

@@ -9,7 +9,7 @@ from starlette.requests import Request
 
 from app import auth
 from app.guard import CALLBACK_MAX_BYTES, SMALL_MAX_BYTES, foreign_reason, origin_of, rule_for, upload_max_bytes
-from app.services import spool
+from app.submitting import spool
 from schema.settings import Settings
 
 

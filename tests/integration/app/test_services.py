@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app import services
+from app import inputs, submitting
 from schema import db, queue
 from schema.settings import Settings
 from tests.e2e.app_harness import make_pdf
@@ -26,15 +26,15 @@ def settings(tmp_path) -> Settings:
 
 
 def _submit(pool, settings, uploads, **options):
-    return asyncio.run(services.submit(pool, settings, uploads, services.SubmitOptions(agent="docs", **options),
-                                       submitted_by="alice"))
+    return asyncio.run(submitting.submit(pool, settings, uploads, submitting.SubmitOptions(agent="docs", **options),
+                                         submitted_by="alice"))
 
 
 def test_bad_files_leave_no_trace_and_good_ones_become_tasks(pool, settings, conn):
     queue.configure_agent(conn, "docs")
-    uploads = [services.Upload("good.pdf", make_pdf("good", pages=2)), services.Upload("empty.pdf", b""),
-               services.Upload("notes.txt", b"hello"), services.Upload("huge.pdf", b"%PDF-" + b"0" * 1_000_001),
-               services.Upload("cut.pdf", make_pdf("cut")[:200])]
+    uploads = [submitting.Upload("good.pdf", make_pdf("good", pages=2)), submitting.Upload("empty.pdf", b""),
+               submitting.Upload("notes.txt", b"hello"), submitting.Upload("huge.pdf", b"%PDF-" + b"0" * 1_000_001),
+               submitting.Upload("cut.pdf", make_pdf("cut")[:200])]
     results = {r.name: r for r in _submit(pool, settings, uploads, customer="Acme")}
     assert results["good.pdf"].outcome == "created" and results["good.pdf"].pages == 2
     assert "empty" in results["empty.pdf"].error
@@ -50,12 +50,12 @@ def test_bad_files_leave_no_trace_and_good_ones_become_tasks(pool, settings, con
 def test_a_known_document_is_offered_not_rerun(pool, settings, conn):
     queue.configure_agent(conn, "docs")
     data = make_pdf("twice")
-    [first, copy] = _submit(pool, settings, [services.Upload("a.pdf", data), services.Upload("b.pdf", data)])
+    [first, copy] = _submit(pool, settings, [submitting.Upload("a.pdf", data), submitting.Upload("b.pdf", data)])
     assert first.outcome == "created" and copy.outcome == "duplicate"
     assert copy.duplicate_of["id"] == first.task_id
-    [again] = _submit(pool, settings, [services.Upload("a.pdf", data)])
+    [again] = _submit(pool, settings, [submitting.Upload("a.pdf", data)])
     assert again.outcome == "duplicate" and again.task_id is None
-    [rerun] = _submit(pool, settings, [services.Upload("a.pdf", data)], rerun_duplicates=True,
+    [rerun] = _submit(pool, settings, [submitting.Upload("a.pdf", data)], rerun_duplicates=True,
                       parent_id=first.task_id)
     assert rerun.outcome == "created" and queue.get_task(conn, rerun.task_id).parent_id == first.task_id
 
@@ -63,8 +63,8 @@ def test_a_known_document_is_offered_not_rerun(pool, settings, conn):
 def test_a_rerun_without_a_named_parent_links_to_the_task_it_repeats(pool, settings, conn):
     queue.configure_agent(conn, "docs")
     data = make_pdf("rerun link")
-    [first] = _submit(pool, settings, [services.Upload("a.pdf", data)])
-    [rerun] = _submit(pool, settings, [services.Upload("a.pdf", data)], rerun_duplicates=True)
+    [first] = _submit(pool, settings, [submitting.Upload("a.pdf", data)])
+    [rerun] = _submit(pool, settings, [submitting.Upload("a.pdf", data)], rerun_duplicates=True)
     assert queue.get_task(conn, rerun.task_id).parent_id == first.task_id
     assert queue.get_task(conn, first.task_id).priority == 5  # the one default, as the upload page's
 
@@ -72,12 +72,12 @@ def test_a_rerun_without_a_named_parent_links_to_the_task_it_repeats(pool, setti
 def test_upload_messages_read_as_a_person_expects(pool, settings, conn, tmp_path):
     queue.configure_agent(conn, "docs")
     long_name = "Quarterly statement " + "x" * 200 + ".PDF"
-    uploads = [services.Upload("one.pdf", make_pdf("one", pages=1)),
-               services.Upload("empty-pages.pdf", no_pages_pdf()),
-               services.Upload(long_name, make_pdf("long name")),
+    uploads = [submitting.Upload("one.pdf", make_pdf("one", pages=1)),
+               submitting.Upload("empty-pages.pdf", no_pages_pdf()),
+               submitting.Upload(long_name, make_pdf("long name")),
                # Only the first bytes past the limit are read; the full size is what the message says.
-               services.Upload("over.pdf", b"%PDF-" + b"0" * 1_000_001, size=1_000_001),
-               services.Upload("way-over.pdf", b"%PDF-" + b"0" * 1_000_001, size=52_400_000)]
+               submitting.Upload("over.pdf", b"%PDF-" + b"0" * 1_000_001, size=1_000_001),
+               submitting.Upload("way-over.pdf", b"%PDF-" + b"0" * 1_000_001, size=52_400_000)]
     results = {r.name: r for r in _submit(pool, settings, uploads)}
     assert results["empty-pages.pdf"].error == "empty-pages.pdf: the PDF has no pages"
     assert results["over.pdf"].error == "over.pdf: 1.1 MB is over the 1 MB limit"  # never "1.0 MB over 1 MB"
@@ -96,20 +96,20 @@ def test_megabytes_round_sensibly():
 
 def test_from_after_to_is_rejected_with_a_message():
     with pytest.raises(ValueError, match="after"):
-        services.make_filter("2024-03-05", "2024-03-01")
-    assert services.make_filter("2024-03-01", "2024-03-01").date_from is not None  # one whole day is fine
+        inputs.make_filter("2024-03-05", "2024-03-01")
+    assert inputs.make_filter("2024-03-01", "2024-03-01").date_from is not None  # one whole day is fine
 
 
 def test_an_unknown_agent_rejects_every_file(pool, settings):
-    results = _submit(pool, settings, [services.Upload("a.pdf", make_pdf("x"))])
+    results = _submit(pool, settings, [submitting.Upload("a.pdf", make_pdf("x"))])
     assert results[0].outcome == "rejected" and "unknown agent" in results[0].error
 
 
 def test_samples_are_enqueued_once(pool, conn, tmp_path):
     settings = Settings(data_dir=tmp_path, default_agent="docs")
     queue.configure_agent(conn, "docs")
-    first = asyncio.run(services.submit_samples(pool, settings))
-    second = asyncio.run(services.submit_samples(pool, settings))
+    first = asyncio.run(submitting.submit_samples(pool, settings))
+    second = asyncio.run(submitting.submit_samples(pool, settings))
     assert len(first) >= 6 and all(r.outcome == "created" for r in first)
     assert all(r.outcome == "duplicate" for r in second)
     customers = {queue.get_task(conn, r.task_id).customer for r in first}
@@ -117,12 +117,12 @@ def test_samples_are_enqueued_once(pool, conn, tmp_path):
 
 
 def test_filters_from_loose_input():
-    flt = services.make_filter("2024-03-01", "2024-03-31", ["failed"], ["a", ""], [])
+    flt = inputs.make_filter("2024-03-01", "2024-03-31", ["failed"], ["a", ""], [])
     assert flt.date_to.isoformat() == "2024-04-01T00:00:00+00:00" and flt.agents == ("a",)
     with pytest.raises(ValueError):
-        services.make_filter(statuses=["done"])
+        inputs.make_filter(statuses=["done"])
     with pytest.raises(ValueError):
-        services.make_filter(date_from="yesterday")
+        inputs.make_filter(date_from="yesterday")
 
 
 def test_adaptive_limits_name_the_agents_an_endpoint_rate_limited(db_dsn, conn):
@@ -153,8 +153,8 @@ def test_a_scan_for_an_agent_on_databricks_is_refused_at_upload_with_the_reason(
 
     queue.configure_agent(conn, "docs", executor="databricks", settings={"job_id": 7})
     scanned = scan_pdf(agents_samples.invoice_en()[0], dpi=72, angle=0.0)
-    [scan, text] = _submit(pool, settings, [services.Upload("scan.pdf", scanned),
-                                             services.Upload("text.pdf", make_pdf("with a text layer"))])
+    [scan, text] = _submit(pool, settings, [submitting.Upload("scan.pdf", scanned),
+                                             submitting.Upload("text.pdf", make_pdf("with a text layer"))])
     # Whatever this machine has, the job's serverless compute has no Tesseract.
     assert scan.outcome == "rejected" and "Databricks serverless job" in scan.error and "Tesseract" in scan.error
     assert text.outcome == "created"
@@ -164,13 +164,13 @@ def test_e_invoices_are_accepted_as_xml_and_p7m_and_other_xml_is_refused(pool, s
     from tests.unit.agents import einvoice_samples as einvoices
 
     queue.configure_agent(conn, "docs")
-    uploads = [services.Upload("fattura.xml", einvoices.fatturapa_xml()),
-               services.Upload("fattura.xml.p7m", einvoices.sign_p7m(einvoices.fatturapa_xml(), "base64")),
-               services.Upload("ubl.xml", einvoices.ubl_xml()),
-               services.Upload("facturx.pdf", einvoices.facturx_pdf()),
-               services.Upload("order.xml", einvoices.NOT_AN_INVOICE_XML),
-               services.Upload("evil.xml", einvoices.XXE_XML),
-               services.Upload("junk.p7m", b"MIIBjunkjunkjunkjunkjunk!")]
+    uploads = [submitting.Upload("fattura.xml", einvoices.fatturapa_xml()),
+               submitting.Upload("fattura.xml.p7m", einvoices.sign_p7m(einvoices.fatturapa_xml(), "base64")),
+               submitting.Upload("ubl.xml", einvoices.ubl_xml()),
+               submitting.Upload("facturx.pdf", einvoices.facturx_pdf()),
+               submitting.Upload("order.xml", einvoices.NOT_AN_INVOICE_XML),
+               submitting.Upload("evil.xml", einvoices.XXE_XML),
+               submitting.Upload("junk.p7m", b"MIIBjunkjunkjunkjunkjunk!")]
     results = {r.name: r for r in _submit(pool, settings, uploads)}
     for name, standard in [("fattura.xml", "FatturaPA"), ("fattura.xml.p7m", "FatturaPA"), ("ubl.xml", "UBL")]:
         result = results[name]
