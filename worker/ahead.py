@@ -10,7 +10,7 @@ from typing import Iterable
 
 from schema.models import Claim
 from worker.claim_config import ClaimerConfig
-from worker.runs import Run
+from worker.inflight import Run
 
 
 @dataclass

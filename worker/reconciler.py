@@ -18,7 +18,7 @@ from schema.errors import InvalidPayload, QuireError
 from worker import logs
 from worker.counters import WorkerCounters
 from worker.executors.databricks import DatabricksExecutor, DatabricksHandle, ended_without_report
-from worker.runs import failure_report
+from worker.settling import failure_report
 
 
 @dataclass(frozen=True)

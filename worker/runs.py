@@ -1,43 +1,25 @@
-"""The attempts one worker runs: starting them, keeping their leases, settling how they ended."""
+"""The attempts one worker runs: starting them, keeping their leases, stopping and handing them back;
+settling how they ended is worker.settling's."""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import psycopg
+from psycopg_pool import ConnectionPool
 
 from schema import db, queue, settlement
-from schema.errors import InvalidPayload, QuireError
-from schema.models import Agent, AttemptStatus, Claim, ReportStatus, TaskStatus
+from schema.models import Agent, AttemptStatus, Claim, TaskStatus
 from schema.stats import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
-from worker.metrics import PROCESS, observe_report
-from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
-
-
-@dataclass
-class Run:
-    """One attempt this worker started, watched until its executor says it ended."""
-
-    claim: Claim
-    agent: Agent
-    executor: Executor
-    handle: Handle
-    next_beat: float
-    stop_requested_at: float | None = None
-    kill_after: float | None = None
-    exit: Exit | None = None
-    handing_back: bool = False
-    report_seen_at: float | None = None
-    # Its task was cancelled (the event came through LISTEN): the next look stops it.
-    cancel_seen: bool = False
-
-    @property
-    def attempt_id(self) -> int:
-        """The attempt this run belongs to."""
-        return self.claim.attempt_id
+from worker.executors.base import Executor, ExecutorError, Launch
+from worker.inflight import Run, run_agent
+from worker.settling import Settler, failure_report
 
 
 @dataclass(frozen=True)
@@ -58,24 +40,18 @@ class RunTableConfig:
     stopping_report_grace_seconds: float = 1.0
     db_timeout_seconds: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.worker_id:
             raise ValueError("worker_id must not be empty")
         if self.compute_rate_usd_per_hour < 0 or min(self.stop_grace_seconds, self.cancel_grace_seconds) < 0:
             raise ValueError("rates and grace periods must not be negative")
 
 
-def failure_report(error: str, *, retryable: bool) -> dict[str, Any]:
-    """A failed callback body the worker files on behalf of an attempt that could not report."""
-    return {"status": ReportStatus.FAILED.value, "error": (error or "attempt ended without reporting")[:4000],
-            "retryable": retryable, "result": None}
-
-
 class RunTable:
     """Attempts in flight on this worker; safe to use from the service threads at once."""
 
-    def __init__(self, pool, executors: dict[str, Executor], config: RunTableConfig,
-                 on_exit: Callable[[], None] | None = None, counters: WorkerCounters | None = None):
+    def __init__(self, pool: ConnectionPool, executors: dict[str, Executor], config: RunTableConfig,
+                 on_exit: Callable[[], None] | None = None, counters: WorkerCounters | None = None) -> None:
         self.pool = pool
         self.executors = executors
         self.config = config
@@ -85,8 +61,11 @@ class RunTable:
         self._lock = threading.Lock()
         self._held = db.HeldConnection(pool, timeout=config.db_timeout_seconds)
         self.stopping = False  # the worker is draining: written reports are applied at once
+        self.settler = Settler(self.connection, worker_id=config.worker_id,
+                               compute_rate_usd_per_hour=config.compute_rate_usd_per_hour,
+                               forget=self._forget, detach=self.detach)
 
-    def connection(self):
+    def connection(self) -> AbstractContextManager[psycopg.Connection]:
         """The table's connection (its statements, mostly settlements, stay planned on one server
         backend), or a pooled one while another thread uses it; waits at most the configured time."""
         return self._held.connection()
@@ -165,7 +144,8 @@ class RunTable:
             retryable = exc.retryable if isinstance(exc, ExecutorError) else True
             logs.change("attempt", "start_failed", attempt=claim.attempt_id, task=claim.task.id,
                         agent=agent.name, executor=executor.name, error=str(exc), retryable=retryable)
-            self._report(claim.attempt_id, failure_report(f"could not start: {exc}", retryable=retryable))
+            failed = failure_report(f"could not start: {exc}", retryable=retryable)
+            self.settler.report(claim.attempt_id, failed)
             return None
         run = Run(claim=claim, agent=agent, executor=executor, handle=handle,
                   next_beat=time.monotonic() + self._beat_interval(agent))
@@ -241,7 +221,7 @@ class RunTable:
         with self.connection() as conn:
             attempt = queue.get_attempt(conn, run.attempt_id)
         if report is not None and attempt.reported_status is None and attempt.status in settlement.REPORTABLE:
-            self._report(run.attempt_id, report, raise_db_errors=True)
+            self.settler.report(run.attempt_id, report, raise_db_errors=True)
             logs.change("attempt", "report_file_applied", attempt=run.attempt_id, task=run.claim.task.id,
                         worker=self.config.worker_id)
         # Whatever it still does is delivering a report already applied: stop it.
@@ -315,97 +295,12 @@ class RunTable:
 
     def settle_many(self, runs: list[Run]) -> None:
         """Settles ended runs: compute and plain completions in one transaction, the rest one by one."""
-        with logs.batched():
-            self._settle_many(runs)
+        self.settler.settle_many(runs)
 
-    def _settle_many(self, runs: list[Run]) -> None:
-        pending = list(runs)
-        for run in pending:
-            if run.exit is None:
-                run.exit = run.executor.exit(run.handle)
-        for run in [r for r in pending if r.exit.detached]:
-            self.detach(run, run.exit.error or "detached")
-        pending = [r for r in pending if not r.exit.detached]
-        while pending:
-            ended = [self._ended(run) for run in pending]
-            with self.connection() as conn:
-                settled = settlement.settle_ended(conn, ended)
-            # A second run of the same task is settled in the next pass, after the first.
-            settled_tasks = {done.task_id for done in settled.values()}
-            later = [run for run in pending
-                     if run.attempt_id not in settled and run.claim.task.id in settled_tasks]
-            for run in pending:
-                if run in later:
-                    continue
-                done = settled.get(run.attempt_id)
-                outcome = None
-                if done is not None and done.report_due:
-                    exit = run.exit
-                    payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
-                    outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
-                elif (done is not None and run.cancel_seen and done.reported_status is None
-                      and run.exit.report is not None):
-                    # Stopped by a cancel, the agent wrote what it spent until then: the report
-                    # changes nothing of the cancelled task, but its spend is kept on the attempt.
-                    outcome = self._report(run.attempt_id, run.exit.report, raise_db_errors=True)
-                with self._lock:
-                    self._runs.pop(run.attempt_id, None)
-                self._log_end(run, done, outcome)
-            pending = later
-
-    def _ended(self, run: Run) -> settlement.Ended:
-        """What settlement needs to know of an ended run: its report and its measured compute."""
-        exit = run.exit
-        cost, state = None, None
-        if run.executor.billed_by_time and exit.wall_seconds is not None:
-            cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
-            state = "measured"
-        elif run.executor.billed_by_tables:
-            state = "pending"  # the billing reconciler writes DBUs and cost once billing has the run
-        report = exit.report or failure_report(exit.error, retryable=exit.retryable)
-        return settlement.Ended(run.attempt_id, report=report, compute_seconds=exit.wall_seconds,
-                                cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus,
-                                compute_state=state)
-
-    def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
-        exit = run.exit
-        if exit.wall_seconds is not None:
-            PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
-        reported = done.reported_status if done is not None else None
-        if done is not None and done.completed:
-            reported = "by worker"
-        logs.change("attempt", "ended", attempt=run.attempt_id, task=run.claim.task.id,
-                    agent=run.agent.name, exit_code=exit.exit_code,
-                    wall_seconds=round(exit.wall_seconds, 3) if exit.wall_seconds is not None else None,
-                    cpu_seconds=round(exit.cpu_seconds, 3) if exit.cpu_seconds is not None else None,
-                    reported=reported or (outcome and "by worker"), worker=self.config.worker_id)
-
-    def _report(self, attempt_id: int, payload: dict[str, Any], *, raise_db_errors: bool = False):
-        """Applies a report directly (the worker is trusted); an invalid one becomes a failure."""
-        try:
-            with self.connection() as conn:
-                try:
-                    started = time.perf_counter()
-                    outcome = queue.apply_callback(conn, attempt_id, payload)
-                    observe_report(time.perf_counter() - started, payload, outcome.usage_recorded)
-                except InvalidPayload as exc:
-                    outcome = queue.apply_callback(conn, attempt_id, failure_report(
-                        f"the agent's report is invalid: {exc}", retryable=False))
-        except QuireError as exc:
-            logs.problem("report attempt", exc, attempt=attempt_id)
-            return None
-        except Exception as exc:
-            if raise_db_errors:
-                raise
-            logs.problem("report attempt", exc, attempt=attempt_id)
-            return None
-        logs.change("attempt", "reported_by_worker", attempt=attempt_id, task=outcome.task_id,
-                    status=payload.get("status"), kind=outcome.kind.value,
-                    task_status=outcome.task_status.value, worker=self.config.worker_id)
-        if outcome.applied:
-            logs.change("task", outcome.task_status.value, task=outcome.task_id, attempt=attempt_id,
-                        worker=self.config.worker_id)
-        return outcome
+    def _forget(self, run: Run) -> None:
+        """Drops a settled run from the table."""
+        with self._lock:
+            self._runs.pop(run.attempt_id, None)
 
     # -- shutting down --------------------------------------------------------------------------
 
@@ -473,13 +368,3 @@ class RunTable:
                 logs.problem("settle", exc, attempt=run.attempt_id)
         return handed
 
-
-def run_agent(agent: Agent, task) -> Agent:
-    """The agent as this task runs it: an edit-and-retry's extractor and model over its own."""
-    overrides = task.run_overrides or {}
-    if not overrides:
-        return agent
-    settings = dict(agent.settings or {})
-    if overrides.get("extractor"):
-        settings["extractor"] = overrides["extractor"]
-    return replace(agent, settings=settings, model=overrides.get("model") or agent.model)
