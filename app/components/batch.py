@@ -9,8 +9,9 @@ from nicegui import ui
 
 from app.components import format as fmt
 from app.submitting import SubmitResult, Upload
-from schema.models import TERMINAL_STATUSES
+from schema.models import TERMINAL_STATUSES, TaskStatus
 
+ENQUEUED, FAILED = TaskStatus.ENQUEUED.value, TaskStatus.FAILED.value
 
 
 @dataclass
@@ -48,7 +49,7 @@ class BatchView:
     def add(self, results: list[SubmitResult], uploads: dict[str, Upload]) -> None:
         self.card.visible = True
         for result in results:
-            entry = Entry(result, uploads.get(result.name), status="enqueued" if result.task_id else None)
+            entry = Entry(result, uploads.get(result.name), status=ENQUEUED if result.task_id else None)
             self.entries.append(entry)
             self._render(entry)
         self._update_progress()
@@ -81,17 +82,17 @@ class BatchView:
                        "Open its result, or run it again.")
             tone = "quire-muted"
         else:
-            status = entry.status or "enqueued"
+            status = entry.status or ENQUEUED
             icon, color, badge = fmt.STATUS_ICONS[status], fmt.STATUS_COLORS[status], status
             message = f"{fmt.plural(result.pages, 'page')} · task {result.task_id}" if result.pages \
                 else f"task {result.task_id}"
             if result.einvoice:
                 message = f"{result.einvoice} e-invoice · {message}"
-            if status == "enqueued" and entry.spot:
+            if status == ENQUEUED and entry.spot:
                 message += f" · {entry.spot}"
-            if status == "failed" and result.error:
+            if status == FAILED and result.error:
                 message += f" · {result.error}"
-            tone = "text-negative" if status == "failed" else "quire-muted"
+            tone = "text-negative" if status == FAILED else "quire-muted"
         ui.icon(icon, size="22px", color=color)
         with ui.column().classes("gap-0 grow min-w-0"):
             name = ui.label(result.name).classes("font-medium truncate w-full").props('data-testid="file-name"')
@@ -112,7 +113,7 @@ class BatchView:
     async def _run_again(self, entry: Entry) -> None:
         result = await self._rerun(entry)
         if result is not None:
-            entry.result, entry.status, entry.upload = result, "enqueued" if result.task_id else None, None
+            entry.result, entry.status, entry.upload = result, ENQUEUED if result.task_id else None, None
             self._show(entry)
             self._update_progress()
 
@@ -131,12 +132,12 @@ class BatchView:
             self._update_progress()
 
     def queued_ids(self) -> list[int]:
-        return [e.result.task_id for e in self.entries if e.result.task_id is not None and e.status == "enqueued"]
+        return [e.result.task_id for e in self.entries if e.result.task_id is not None and e.status == ENQUEUED]
 
     def set_spots(self, spots: dict[int, str]) -> None:
         """Queue position and ETA of the batch's enqueued tasks; a task missing from `spots` has left the queue."""
         for entry in self.entries:
-            if entry.result.task_id is None or entry.status != "enqueued":
+            if entry.result.task_id is None or entry.status != ENQUEUED:
                 continue
             spot = spots.get(entry.result.task_id)
             if spot != entry.spot:
@@ -146,7 +147,7 @@ class BatchView:
     def _update_progress(self) -> None:
         tasks = [e for e in self.entries if e.result.task_id is not None]
         done = sum(e.status in TERMINAL_STATUSES for e in tasks)
-        failed = sum(e.status == "failed" for e in tasks)
+        failed = sum(e.status == FAILED for e in tasks)
         rejected = sum(e.result.outcome == "rejected" for e in self.entries)
         duplicates = sum(e.result.outcome == "duplicate" for e in self.entries)
         self.progress.set_value(done / len(tasks) if tasks else 0)

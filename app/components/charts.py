@@ -8,6 +8,7 @@ from typing import Any
 from nicegui import ui
 
 from app.components import format as fmt
+from schema.models import TaskStatus
 from schema.stats import Charts
 
 # Mid-grey text reads on the light and the dark theme alike.
@@ -49,7 +50,7 @@ def throughput_figure(charts: Charts) -> dict[str, Any]:
     for row in charts.throughput:
         series.setdefault(row["series"], {})[row["bucket"]] = row["n"]
     data = []
-    names = [n for n in ("submitted", "completed", "failed", "cancelled") if n in series]
+    names = [n for n in (fmt.SUBMITTED, *(s.value for s in TaskStatus if s.terminal)) if n in series]
     # A date axis has no natural bar width: give each bar its share of the bucket, in milliseconds.
     width = charts.bucket_seconds * 1000 * 0.8 / len(names)
     for i, name in enumerate(names):

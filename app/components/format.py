@@ -5,19 +5,26 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from schema.models import AttemptStatus, TaskStatus
+
 DASH = "—"
 
+# Keyed by the status's stored word, as rows and events carry it.
 STATUS_COLORS = {
-    "enqueued": "blue-grey-6", "processing": "indigo-6", "completed": "positive",
-    "failed": "negative", "cancelled": "orange-8",
+    TaskStatus.ENQUEUED.value: "blue-grey-6", TaskStatus.PROCESSING.value: "indigo-6",
+    TaskStatus.COMPLETED.value: "positive", TaskStatus.FAILED.value: "negative",
+    TaskStatus.CANCELLED.value: "orange-8",
 }
+SUBMITTED = "submitted"  # the throughput chart's series of new tasks, beside the statuses they ended in
 STATUS_HEX = {
-    "enqueued": "#78909c", "processing": "#3949ab", "completed": "#21ba45",
-    "failed": "#c10015", "cancelled": "#ef6c00", "submitted": "#1e3a5f",
+    TaskStatus.ENQUEUED.value: "#78909c", TaskStatus.PROCESSING.value: "#3949ab",
+    TaskStatus.COMPLETED.value: "#21ba45", TaskStatus.FAILED.value: "#c10015",
+    TaskStatus.CANCELLED.value: "#ef6c00", SUBMITTED: "#1e3a5f",
 }
 STATUS_ICONS = {
-    "enqueued": "schedule", "processing": "autorenew", "completed": "check_circle",
-    "failed": "error", "cancelled": "block",
+    TaskStatus.ENQUEUED.value: "schedule", TaskStatus.PROCESSING.value: "autorenew",
+    TaskStatus.COMPLETED.value: "check_circle", TaskStatus.FAILED.value: "error",
+    TaskStatus.CANCELLED.value: "block",
 }
 
 
@@ -185,11 +192,11 @@ def value_text(value) -> str:
     return str(value)
 
 
-# Attempt states in plain words (the stored values are identifiers).
+# Attempt states in plain words where the stored word does not say enough by itself.
 ATTEMPT_STATUS_WORDS = {
-    "processing": "running", "completed": "completed", "failed": "failed",
-    "lost": "lost (no heartbeat)", "superseded": "superseded (another attempt finished first)",
-    "cancelled": "cancelled", "handed_back": "handed back (its worker stopped)",
+    AttemptStatus.PROCESSING.value: "running", AttemptStatus.LOST.value: "lost (no heartbeat)",
+    AttemptStatus.SUPERSEDED.value: "superseded (another attempt finished first)",
+    AttemptStatus.HANDED_BACK.value: "handed back (its worker stopped)",
 }
 
 
@@ -202,10 +209,10 @@ def event_words(status: str, prev: str | None) -> tuple[str, str]:
     """A timeline entry's title and line: a status change, or a release of a held task (its status
     stays enqueued)."""
     if prev is None:
-        return status, "submitted"
-    if prev == status == "enqueued":
+        return status, SUBMITTED
+    if prev == status == TaskStatus.ENQUEUED.value:
         return "released", "released from hold: it may run now"
-    if prev == "processing" and status == "enqueued":
+    if prev == TaskStatus.PROCESSING.value and status == TaskStatus.ENQUEUED.value:
         return status, "back in the queue (to run again)"
     return status, f"from {prev}"
 

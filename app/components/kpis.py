@@ -8,10 +8,10 @@ from nicegui import ui
 
 from app.components import format as fmt
 from app.services import ComputeCost
+from schema.models import TaskStatus
 from schema.stats import Summary
 
-STATUS_LABELS = [("enqueued", "Enqueued"), ("processing", "Processing"), ("completed", "Completed"),
-                 ("failed", "Failed"), ("cancelled", "Cancelled")]
+STATUS_LABELS = [(status.value, status.value.capitalize()) for status in TaskStatus]
 
 
 def _card(label: str, testid: str, *, accent: str | None = None) -> tuple[ui.label, ui.label]:

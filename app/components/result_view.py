@@ -5,7 +5,7 @@ from __future__ import annotations
 from nicegui import ui
 
 from app.components import format as fmt
-from schema.models import Task
+from schema.models import Task, TaskStatus
 
 FIELD_LABELS = {
     "issuer": "Issuer", "invoice_number": "Invoice number", "issue_date": "Issue date", "due_date": "Due date",
@@ -71,8 +71,9 @@ def result_card(task: Task) -> None:
                     model = task.result.get("model")
                     ui.label(f"{extractor}{' · ' + model if model else ''}").classes("text-xs quire-muted")
         if not task.result:
-            waiting = {"enqueued": "Waiting for a worker.", "processing": "The agent is reading the document…"}
-            ui.label(waiting.get(task.status.value, "No result.")).classes("quire-muted")
+            waiting = {TaskStatus.ENQUEUED: "Waiting for a worker.",
+                       TaskStatus.PROCESSING: "The agent is reading the document…"}
+            ui.label(waiting.get(task.status, "No result.")).classes("quire-muted")
             return
         _source_and_findings(task.result)
         fields = task.result.get("fields") or {}

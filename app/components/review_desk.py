@@ -14,6 +14,9 @@ from app.components.review_fields import KEYS_SCRIPT, REVIEW_CSS, FieldRow, fiel
 from schema.review import Review, ReviewStatus, StaleReview
 from schema.stats import TaskFilter
 
+# Review events that end this reviewer's hold on a document (someone else claimed it, or it changed).
+NEWS = (ReviewStatus.SUPERSEDED.value, ReviewStatus.APPROVED.value, ReviewStatus.REJECTED.value, "claimed")
+
 REASONS = {"low_confidence": "low confidence", "finding": "failed cross-check", "flagged": "flagged by the agent",
            "sample": "spot check", "re-extraction": "re-extraction"}
 
@@ -358,7 +361,7 @@ class ReviewDesk:
             held = self.item
             if held is None or not self.mine or self.deciding:
                 return  # (this reviewer's own decision is no news to them)
-            if any(i.get("r") == held.id and i.get("k") in ("superseded", "approved", "rejected", "claimed")
+            if any(i.get("r") == held.id and i.get("k") in NEWS
                    for i in items):
                 current = await reviews.read(self.pool, held.id)
                 if self.item is not held or self.deciding:

@@ -57,7 +57,7 @@ DOCUMENT_SLOT = """
 ACTION_BUTTONS = """
 <q-btn flat dense round size="sm" icon="replay" color="primary" :data-testid="'retry-' + props.row.id"
        :disable="VIEWER || !props.row.retryable" @click="() => $parent.$emit('retry', props.row)">
-  <q-tooltip>{{ props.row.status === 'completed' ? 'Re-extract (spends tokens again)' : 'Retry' }}</q-tooltip></q-btn>
+  <q-tooltip>{{ props.row.reextracts ? 'Re-extract (spends tokens again)' : 'Retry' }}</q-tooltip></q-btn>
 <span class="q-mx-xs"
       style="display:inline-block;width:1px;height:18px;background:#cbd5e1;vertical-align:middle"></span>
 <q-btn flat dense round size="sm" icon="cancel" color="negative" :data-testid="'cancel-' + props.row.id"
@@ -138,6 +138,7 @@ def table_row(row: TaskRow, now: datetime | None = None) -> dict[str, Any]:
     return {"id": row.id, "document": row.document_name or f"task {row.id}", "status": status.value,
             "status_color": fmt.STATUS_COLORS[status.value], "agent": row.agent,
             "retryable": status.retryable, "cancellable": status.cancellable,
+            "reextracts": status is TaskStatus.COMPLETED,  # a retry of a completed task makes a child
             "customer": row.customer or fmt.DASH, "priority": row.priority, "pages": fmt.count(row.pages),
             "tokens": tokens, "cost": fmt.money(row.llm_cost_usd), "confidence": fmt.percent(row.confidence),
             "latency": fmt.duration(row.latency_s) if status in (TaskStatus.COMPLETED, TaskStatus.FAILED) else fmt.DASH,

@@ -24,6 +24,7 @@ from app.components.review_board import ReviewBoard
 from app.components.task_table import TaskTable
 from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from schema.errors import InvalidTransition
+from schema.models import TaskStatus
 from schema.stats import StreamEvent, Summary, TaskFilter
 
 # However many events arrive, a page asks for its figures and table at most once a second
@@ -288,7 +289,7 @@ class Dashboard:
         """Applies the events' status changes to the counts at once; the database is read later, throttled."""
         self.charts_dirty = self.counts_dirty = True
         self.changed_at = time.monotonic()
-        if lagged or any(e.status in ("completed", "failed") for e in events):
+        if lagged or any(e.status in (TaskStatus.COMPLETED, TaskStatus.FAILED) for e in events):
             self.budgets_dirty = True  # spend is recorded with the report that ends a task
         self.events_seen += len(events) + int(lagged)
         shown = {row["id"] for row in self.table.table.rows}

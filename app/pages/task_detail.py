@@ -16,12 +16,13 @@ from app.components.layout import frame, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
 from app.components.task_table import waiting_text
 from schema.errors import NotFound
-from schema.models import Task
+from schema.models import Task, TaskStatus
 from schema.queue import EXTRACTORS
 from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
+from schema.waiting import WaitReason
 
 # Why-waiting reasons under which the queue's pace says nothing of when the task starts.
-STOPPED_REASONS = ("agent_paused", "agent_misconfigured", "held", "customer_budget")
+STOPPED_REASONS = (WaitReason.AGENT_PAUSED, WaitReason.AGENT_MISCONFIGURED, WaitReason.HELD, WaitReason.CUSTOMER_BUDGET)
 
 RETRY_PRIORITIES = {-1: "its own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 
@@ -39,7 +40,7 @@ def time_split(task: Task, now: datetime | None = None) -> tuple[float | None, f
     figures apart, so a hold never reads as a slow queue."""
     now = now or datetime.now(timezone.utc)
     held = task.held_seconds or 0.0
-    if task.held and task.status.value == "enqueued":
+    if task.held and task.status is TaskStatus.ENQUEUED:
         held = max((now - task.created_at).total_seconds(), 0.0)
     ran = sum(((a.finished_at or now) - a.started_at).total_seconds() for a in task.attempts if a.started_at) \
         if task.attempts else None
@@ -93,19 +94,19 @@ class TaskView:
                     if task.status.retryable:
                         self.retry_priority = ui.select(RETRY_PRIORITIES, value=-1, label="at priority") \
                             .props('outlined dense stack-label data-testid="detail-retry-priority"').classes("w-40")
-                        ui.button("Retry" if task.status.value != "completed" else "Re-extract", icon="replay",
+                        ui.button("Retry" if task.status is not TaskStatus.COMPLETED else "Re-extract", icon="replay",
                                   on_click=lambda: self.act("retry")) \
                             .props('outline color=primary data-testid="detail-retry"').set_enabled(self.who.operator)
                         ui.button("Edit and retry", icon="tune", on_click=self.edit_and_retry) \
                             .props('flat color=primary data-testid="detail-edit-retry"').set_enabled(self.who.operator)
-                    if task.held and task.batch_id and task.status.value == "enqueued":
+                    if task.held and task.batch_id and task.status is TaskStatus.ENQUEUED:
                         ui.button("Submit batch", icon="play_arrow", on_click=self.release) \
                             .props('outline color=primary data-testid="detail-release"').set_enabled(self.who.operator)
                     if task.status.cancellable:
                         ui.button("Cancel", icon="cancel", on_click=lambda: self.act("cancel")) \
                             .props('flat color=negative data-testid="detail-cancel"').set_enabled(self.who.operator)
                 with ui.element("div").classes("grid grid-cols-2 md:grid-cols-4 gap-x-8 gap-y-3 w-full"):
-                    if task.status.value == "enqueued":
+                    if task.status is TaskStatus.ENQUEUED:
                         with ui.column().classes("gap-0 min-w-0"):
                             ui.label("Queue position").classes("quire-kpi-label")
                             self.spot = ui.label("…").classes("text-sm text-slate-900").props('data-testid="queue-position"')
@@ -238,7 +239,7 @@ class TaskView:
 
     async def refresh_spot(self, *, force: bool = False) -> None:
         """The task's queue position and ETA, re-read at most once a second while it is enqueued."""
-        if self.task.status.value != "enqueued":
+        if self.task.status is not TaskStatus.ENQUEUED:
             return
         if not force and time.monotonic() - self.spot_at < 1.0:
             self.spot_dirty = True

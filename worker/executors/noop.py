@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from schema.models import ReportStatus
 from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
 
 
@@ -38,7 +39,7 @@ class NoopHandle(Handle):
 def noop_report(launch: Launch) -> dict[str, Any]:
     """A completed callback with an empty extraction and no spend."""
     pages = launch.task.pages or 0
-    return {"status": "completed", "confidence": 1.0, "pages": pages,
+    return {"status": ReportStatus.COMPLETED.value, "confidence": 1.0, "pages": pages,
             "result": {"document_type": "other", "extractor": "noop", "model": None,
                        "pages": pages, "fields": {}},
             "input_tokens": 0, "output_tokens": 0, "llm_cost_usd": 0.0}
