@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 
+from bench import fake_http
 from tests.integration.worker.fake_databricks import FakeWorkspace
 
 # Headers the proxy sets itself: whatever a caller sends under these names is dropped.
@@ -33,7 +33,7 @@ class Passage:
 class FakeAppsProxy:
     """Serves on 127.0.0.1 in front of `upstream`; `refuse_with` makes it answer every request so."""
 
-    def __init__(self, workspace: FakeWorkspace, upstream: str, *, host: str = "127.0.0.1"):
+    def __init__(self, workspace: FakeWorkspace, upstream: str, *, host: str = "127.0.0.1") -> None:
         """`host`: the address it listens on and jobs reach it by (a non-loopback one for a
         deployment the Jobs executor must accept as public)."""
         self.workspace = workspace
@@ -42,20 +42,20 @@ class FakeAppsProxy:
         self.passages: list[Passage] = []
         self.lock = threading.Lock()
         self._http = httpx.Client(timeout=30)
-        self.server = ThreadingHTTPServer((host, 0), self._handler())
-        self.url = f"http://{host}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # The app behind it serves GET and POST; the proxy refuses any other method (501).
+        self.server = fake_http.FakeHttpServer(self.serve, host=host, keep_alive=True, methods=("GET", "POST"))
+        self.url = self.server.url
 
     def __enter__(self) -> FakeAppsProxy:
-        self._thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
         self._http.close()
 
     def seen(self, path_part: str) -> list[Passage]:
+        """The requests that passed with `path_part` in their path."""
         with self.lock:
             return [p for p in self.passages if path_part in p.path]
 
@@ -67,51 +67,32 @@ class FakeAppsProxy:
                      "X-Real-Ip": "10.0.0.7", "X-Request-Id": uuid.uuid4().hex})
         return self._http.request(method, self.upstream + path, content=body, headers=sent)
 
-    def _handler(self):
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _serve(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                authorization = self.headers.get("Authorization")
-                # Only OAuth access tokens count: a PAT or a job's runtime token is no principal here.
-                principal = proxy.workspace.oauth_principal(authorization)
-                if proxy.refuse_with is not None:
-                    status, answer, headers = proxy.refuse_with, b"Forbidden", {}
-                elif authorization is None:
-                    # Like the real proxy: no credentials, off to the workspace's login page.
-                    status, answer = 302, b""
-                    headers = {"Location": f"{proxy.workspace_host}/oidc/oauth2/v2.0/authorize?redirect_uri=app"}
-                elif principal is None:
-                    status, answer, headers = 401, b"Unauthorized: not a valid OAuth token", {}
-                elif principal not in proxy.workspace.app_users:
-                    status, answer, headers = 403, b"Forbidden: the caller does not have CAN USE on the app", {}
-                else:
-                    try:
-                        response = proxy._forward(self.command, self.path, self.headers, body, principal)
-                        status, answer = response.status_code, response.content
-                        headers = {"Content-Type": response.headers.get("content-type", "application/json")}
-                    except httpx.TransportError:  # the app is down (a redeploy): the proxy says so
-                        status, answer, headers = 502, b"Bad Gateway: the app is not running", {}
-                with proxy.lock:
-                    proxy.passages.append(Passage(self.command, self.path, principal, status))
-                self._answer(status, answer, headers)
-
-            do_GET = do_POST = _serve
-
-        return Handler
+    def serve(self, request: fake_http.Request) -> fake_http.Reply:
+        """Refuses what the real proxy refuses, and forwards the rest as the caller's principal."""
+        authorization = request.headers.get("Authorization")
+        # Only OAuth access tokens count: a PAT or a job's runtime token is no principal here.
+        principal = self.workspace.oauth_principal(authorization)
+        headers: dict[str, str] = {}
+        if self.refuse_with is not None:
+            status, answer = self.refuse_with, b"Forbidden"
+        elif authorization is None:
+            # Like the real proxy: no credentials, off to the workspace's login page.
+            status, answer = 302, b""
+            headers = {"Location": f"{self.workspace_host}/oidc/oauth2/v2.0/authorize?redirect_uri=app"}
+        elif principal is None:
+            status, answer = 401, b"Unauthorized: not a valid OAuth token"
+        elif principal not in self.workspace.app_users:
+            status, answer = 403, b"Forbidden: the caller does not have CAN USE on the app"
+        else:
+            try:
+                response = self._forward(request.method, request.path, request.headers, request.body, principal)
+                status, answer = response.status_code, response.content
+                headers = {"Content-Type": response.headers.get("content-type", "application/json")}
+            except httpx.TransportError:  # the app is down (a redeploy): the proxy says so
+                status, answer = 502, b"Bad Gateway: the app is not running"
+        with self.lock:
+            self.passages.append(Passage(request.method, request.path, principal, status))
+        return status, answer, headers
 
     @property
     def workspace_host(self) -> str:

@@ -27,12 +27,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from bench import fake_http
 from tests.integration.worker.fake_warehouse import FakeWarehouse
 
 PAT = "x"  # the personal access token the worker's client uses in these tests
@@ -259,6 +259,19 @@ class FakeWorkspace:
 
     # -- routing ------------------------------------------------------------------------------------
 
+    def serve(self, request: fake_http.Request) -> fake_http.Reply:
+        """One request, recorded and answered under the workspace's lock; JSON unless the answer says
+        otherwise."""
+        parts = urlsplit(request.path)
+        query = parse_qs(parts.query)
+        with self.lock:
+            self.jobs.requests.append(Request(request.method, parts.path, query, dict(request.headers.items()),
+                                              request.body.decode("utf-8", "replace")))
+            status, answer, extra = self.route(request.method, parts.path, query, request.headers, request.body)
+        if request.method == "GET" and parts.path.startswith("/api/2.0/fs/files/"):
+            time.sleep(self.file_delay_seconds)  # a slow transfer, after the token was checked
+        return status, answer, {"Content-Type": "application/json", **extra}
+
     def route(self, method: str, path: str, query: dict[str, list[str]], headers: Any,
               raw: bytes) -> tuple[int, Any, dict[str, str]]:
         """(status, JSON answer or raw bytes, extra headers) for one request."""
@@ -391,50 +404,18 @@ class FakeWorkspace:
         return 200, (data if method == "GET" else b""), {**meta, "Content-Length": str(len(data))}
 
 
-def _handler(workspace: FakeWorkspace):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _serve(self) -> None:
-            parts = urlsplit(self.path)
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            with workspace.lock:
-                workspace.jobs.requests.append(Request(self.command, parts.path, parse_qs(parts.query),
-                                                       dict(self.headers.items()),
-                                                       raw.decode("utf-8", "replace")))
-                status, answer, extra = workspace.route(self.command, parts.path, parse_qs(parts.query),
-                                                        self.headers, raw)
-            data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-            if self.command == "GET" and parts.path.startswith("/api/2.0/fs/files/"):
-                time.sleep(workspace.file_delay_seconds)  # a slow transfer, after the token was checked
-            self.send_response(status)
-            headers = {"Content-Type": "application/json", "Content-Length": str(len(data)), **extra}
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if self.command != "HEAD" and status != 204:
-                self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _serve
-
-    return Handler
-
-
 class FakeDatabricks:
     """The fake served on 127.0.0.1 and a free port, in a thread, for the length of a `with`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.workspace = FakeWorkspace()
         self.jobs = self.workspace.jobs
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.workspace))
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.server = fake_http.FakeHttpServer(self.workspace.serve, keep_alive=True,
+                                              methods=("GET", "HEAD", "POST", "PUT", "DELETE"))
+        self.host = self.server.url
 
     def __enter__(self) -> FakeDatabricks:
-        self._thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -443,8 +424,7 @@ class FakeDatabricks:
         for process in running:
             process.kill()
             process.wait(timeout=10)
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
 
 def bundle_task_parameters(job_parameters: dict[str, str], values: dict[str, str]) -> list[str]:
