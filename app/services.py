@@ -21,7 +21,8 @@ from schema.errors import InvalidArgument, InvalidTransition, NotFound, QuireErr
 from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, TERMINAL_STATUSES, Agent, Task,
                            TaskStatus)
 from schema.settings import Settings, get_settings
-from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
+from schema.stats import TaskCount
+from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
 SAMPLES_SUBMITTER = "samples"

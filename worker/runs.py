@@ -10,7 +10,7 @@ from typing import Any, Callable
 from schema import db, queue, settlement
 from schema.errors import InvalidPayload, QuireError
 from schema.models import Agent, AttemptStatus, Claim, ReportStatus, TaskStatus
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
 from worker.metrics import PROCESS, observe_report

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, computed_field, create_model
 
 from app.services import STATUSES, catching_up_note, make_filter
 from schema.models import Attempt, Task, TaskEvent
-from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
+from schema.stats_types import StreamEvent, Summary, TaskFilter, TaskRow
 
 def filter_query(
     date_from: str | None = Query(None, description="created at or after (ISO date or datetime)"),

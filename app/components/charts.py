@@ -8,7 +8,7 @@ from typing import Any
 from nicegui import ui
 
 from app.components import format as fmt
-from schema.stats import Charts
+from schema.stats_types import Charts
 
 # Mid-grey text reads on the light and the dark theme alike.
 FONT = {"family": "Inter, Roboto, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#64748b"}

@@ -8,7 +8,7 @@ from nicegui import ui
 
 from app.components import format as fmt
 from app.services import ComputeCost
-from schema.stats import Summary
+from schema.stats_types import Summary
 
 STATUS_LABELS = [("enqueued", "Enqueued"), ("processing", "Processing"), ("completed", "Completed"),
                  ("failed", "Failed"), ("cancelled", "Cancelled")]

@@ -13,7 +13,7 @@ from app.components.layout import frame
 from app.components.page_viewer import PageViewer
 from app.components.review_fields import KEYS_SCRIPT, REVIEW_CSS, FieldRow, field_row, keys_legend, phone_view
 from schema.review import Review, ReviewStatus, StaleReview
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 REASONS = {"low_confidence": "low confidence", "finding": "failed cross-check", "flagged": "flagged by the agent",
            "sample": "spot check", "re-extraction": "re-extraction"}

@@ -18,7 +18,7 @@ from app.components.task_table import waiting_text
 from schema.errors import NotFound
 from schema.models import Task
 from schema.queue import EXTRACTORS
-from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
+from schema.stats_types import REVIEW_CONFIDENCE, StreamEvent, needs_review
 
 # Why-waiting reasons under which the queue's pace says nothing of when the task starts.
 STOPPED_REASONS = ("agent_paused", "agent_misconfigured", "held", "customer_budget")
