@@ -21,7 +21,8 @@ from schema.queue.agent_config import (agents_with_backlog, configure_agent, get
                                        resume_agent)
 from schema.queue.bookkeeping import record_compute, record_executor_info
 from schema.queue.callbacks import (THROTTLE_CEILING_SHARE, THROTTLE_FACTOR, THROTTLE_FLOOR_TPM,
-                                    THROTTLE_QUIET_SECONDS, THROTTLE_STEP, apply_callback, attempt_secret,
+                                    THROTTLE_QUIET_SECONDS, THROTTLE_STEP, Applied, apply_callback, apply_reports,
+                                    attempt_secret,
                                     throttle_back_off, throttle_recover)
 from schema.queue.claiming import (ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN, admission_reopens_in, claim,
                                    claim_many, claim_throttled, clear_agent_halt, halt_agent)
@@ -38,7 +39,8 @@ __all__ = [
     "DEFAULT_ESTIMATE_PAGES", "EXTRACTORS", "FIRST_ANALYZE_BATCH", "FIRST_ANALYZE_BYTES", "MAX_RESERVED_TOKENS",
     "TEXT_TOKENS_OVERHEAD", "THROTTLE_CEILING_SHARE", "THROTTLE_FACTOR", "THROTTLE_FLOOR_TPM",
     "THROTTLE_QUIET_SECONDS", "THROTTLE_STEP", "TOKENS_OVERHEAD", "TOKENS_PER_PAGE",
-    "admission_reopens_in", "agents_with_backlog", "analyze_if_never_analyzed", "apply_callback",
+    "Applied", "admission_reopens_in", "agents_with_backlog", "analyze_if_never_analyzed", "apply_callback",
+    "apply_reports",
     "attempt_secret", "cancel", "claim", "claim_many", "claim_throttled", "clear_agent_halt", "configure_agent",
     "enqueue", "enqueue_many", "estimate_tokens", "get_agent", "get_attempt", "get_task", "halt_agent",
     "hand_back", "heartbeat", "list_agents", "pause_agent", "reads_by_index", "record_compute",
