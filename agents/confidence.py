@@ -23,7 +23,7 @@ from agents.fields import CORE_FIELDS, FIELD_SPECS, FieldValue
 from agents.layout import DocView
 
 COEFFICIENTS = Path(__file__).with_name("calibration.json")
-# Below this a key field sends the document to a person (schema.stats.REVIEW_CONFIDENCE
+# Below this a key field sends the document to a person (schema.stats_types.REVIEW_CONFIDENCE
 # holds the same number for the app's filter; a test checks they agree).
 REVIEW_THRESHOLD = 0.6
 # A document whose cross-check failed is shown for review even when every field scored well,

@@ -15,7 +15,7 @@ from app.services import forget_live
 from schema import queue, stats
 from schema.errors import InvalidArgument, InvalidTransition, NotFound, UnknownAgent
 from schema.models import TERMINAL_STATUSES, Agent, TaskStatus
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 # -- agents -------------------------------------------------------------------------------------
 

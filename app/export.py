@@ -11,7 +11,7 @@ from psycopg_pool import ConnectionPool
 
 from app.figure_cache import in_thread as _in_thread
 from schema.export import task_cost_export_filtered
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 COLUMNS = ["task_id", "created_at_utc", "finished_at_utc", "status", "agent", "customer", "document_name",
            "pages", "attempts", "input_tokens", "output_tokens", "llm_cost_usd", "llm_unpriced",

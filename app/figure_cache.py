@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable, Hashable, TypeVar
 from psycopg_pool import ConnectionPool
 
 from schema import figures
-from schema.stats import Charts, Summary, TaskFilter, bucket_for_span
+from schema.stats_types import Charts, Summary, TaskFilter, bucket_for_span
 
 T = TypeVar("T")
 # However many events arrive, a page asks for its figures at most once a second and redraws its

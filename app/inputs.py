@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 
 from schema.models import TaskStatus
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 STATUSES = [s.value for s in TaskStatus]
 MAX_ID = 2**63 - 1  # ids are bigint

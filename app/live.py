@@ -6,7 +6,7 @@ import asyncio
 from collections import deque
 from typing import Callable
 
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from worker.listener import Listener, ListenerConfig
 
 # The app's reconnect pacing: a restarting database refuses connections for a while, and the

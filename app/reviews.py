@@ -17,7 +17,7 @@ from app.figure_cache import in_thread
 from schema import review
 from schema.review import QueueEntry, Review, ReviewFigures, ReviewStatus
 from schema.settings import Settings
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 
 class FieldError(ValueError):

@@ -16,7 +16,8 @@ from app.figure_cache import in_thread
 from schema import queue, rollups, stats, waiting
 from schema.models import Agent, Task
 from schema.settings import get_settings
-from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
+from schema.stats import TaskCount
+from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow
 
 # -- reading ------------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
 from schema import db, queue, rollups, stats  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
 from schema.sql import q  # noqa: E402
-from schema.stats import TaskFilter  # noqa: E402
+from schema.stats_types import TaskFilter  # noqa: E402
 
 AGENTS = 4
 CUSTOMERS = 50

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from schema import stats
+from schema import stats, stats_types
 from schema.figures import snapshot
 from schema.errors import InvalidArgument, NotFound, QuireError
 from schema.sql import fetch_all, fetch_one
@@ -124,7 +124,7 @@ class ReviewFigures:
     accuracy: list[dict[str, Any]]      # agent, extractor, model, documents, fields, right
 
 
-def _queue_params(flt: stats.TaskFilter) -> dict[str, Any]:
+def _queue_params(flt: stats_types.TaskFilter) -> dict[str, Any]:
     # The queue holds completed tasks only: a status or needs-review filter does not narrow it.
     return {**flt.params(), "statuses": None, "needs_review": False}
 
@@ -133,11 +133,11 @@ def _claimed(row: dict | None) -> Claim | None:
     return Claim(row["id"], row["claim_token"]) if row else None
 
 
-def claim_next(conn: psycopg.Connection, who: str, flt: stats.TaskFilter | None = None, *,
+def claim_next(conn: psycopg.Connection, who: str, flt: stats_types.TaskFilter | None = None, *,
                lease_seconds: int = DEFAULT_LEASE_SECONDS, now: datetime | None = None) -> Claim | None:
     """The review `who` holds already, else the next open one in the filter (None when none waits)."""
     _require_who(who)
-    params = {**_queue_params(flt or stats.TaskFilter()), "who": who, "lease_seconds": lease_seconds, "now": now}
+    params = {**_queue_params(flt or stats_types.TaskFilter()), "who": who, "lease_seconds": lease_seconds, "now": now}
     with conn.transaction():
         held = fetch_one(conn, "review_claim_held_one", params)
         if held:
@@ -258,17 +258,17 @@ def history_of_task(conn: psycopg.Connection, task_id: int) -> list[dict[str, An
     return fetch_all(conn, "review_history_of_task", {"task_id": task_id})
 
 
-def queue(conn: psycopg.Connection, flt: stats.TaskFilter | None = None, *, limit: int = 50,
+def queue(conn: psycopg.Connection, flt: stats_types.TaskFilter | None = None, *, limit: int = 50,
           now: datetime | None = None) -> list[QueueEntry]:
     """The open reviews in claim order."""
-    params = {**_queue_params(flt or stats.TaskFilter()), "limit": limit, "now": now}
+    params = {**_queue_params(flt or stats_types.TaskFilter()), "limit": limit, "now": now}
     return [QueueEntry(**r) for r in stats._run(conn, "review_queue_filtered", params)]
 
 
-def figures(conn: psycopg.Connection, flt: stats.TaskFilter | None = None, *,
+def figures(conn: psycopg.Connection, flt: stats_types.TaskFilter | None = None, *,
             now: datetime | None = None) -> ReviewFigures:
     """Backlog, decisions, time to review, approvals per day, correction rates and accuracy (one snapshot)."""
-    params = {**(flt or stats.TaskFilter()).params(), "now": now}
+    params = {**(flt or stats_types.TaskFilter()).params(), "now": now}
     with snapshot(conn):
         head = stats._run(conn, "review_backlog_filtered", params)[0]
         per_day = [(r["day"], r["approved"]) for r in stats._run(conn, "review_approved_per_day_filtered", params)]
@@ -277,9 +277,9 @@ def figures(conn: psycopg.Connection, flt: stats.TaskFilter | None = None, *,
     return ReviewFigures(approved_per_day=per_day, field_rates=rates, accuracy=accuracy, **head)
 
 
-def export_rows(conn: psycopg.Connection, flt: stats.TaskFilter | None = None) -> list[dict[str, Any]]:
+def export_rows(conn: psycopg.Connection, flt: stats_types.TaskFilter | None = None) -> list[dict[str, Any]]:
     """Approved documents with their corrected values and who approved them, oldest decision first."""
-    return stats._run(conn, "review_export_filtered", (flt or stats.TaskFilter()).params())
+    return stats._run(conn, "review_export_filtered", (flt or stats_types.TaskFilter()).params())
 
 
 def events_after(conn: psycopg.Connection, after_id: int, *, limit: int = 1000) -> list[dict[str, Any]]:

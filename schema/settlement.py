@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
@@ -10,9 +9,11 @@ from typing import Any, Mapping
 import psycopg
 from psycopg.rows import dict_row
 
-from schema import payloads, queue
+from schema import payloads
 from schema.errors import InvalidPayload
 from schema.models import ReportStatus
+from schema.queue.callbacks import apply_reports
+from schema.queue.common import reads_by_index
 from schema.sql import q, require_idle
 
 # Attempt states in which nobody else has settled the attempt: the worker may report for it. A
@@ -75,45 +76,25 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
     require_idle(conn)
     if not ended:
         return {}
-    items: dict[int, dict[str, Any]] = {}
-    for e in ended:
-        report = _plain_completion(e.report)
-        item = {"attempt_id": e.attempt_id, "complete": report is not None,
-                "compute_seconds": e.compute_seconds, "cpu_seconds": e.cpu_seconds,
-                "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus),
-                "compute_state": e.compute_state}
-        if report is not None:
-            item.update(result=report.result, confidence=report.confidence, pages=report.pages,
-                        has_usage=report.has_usage, input_tokens=report.input_tokens,
-                        output_tokens=report.output_tokens, llm_cost_usd=report.llm_cost_usd,
-                        llm_unpriced=report.unpriced,
-                        report_compute_cost_usd=report.compute_cost_usd, run_id=report.run_id,
-                        trace_id=report.trace_id)
-        items[e.attempt_id] = item
-    ids = list(items)
+    reports = [(e.attempt_id, _plain_completion(e.report)) for e in ended]
+    compute = {e.attempt_id: {"compute_seconds": e.compute_seconds, "cpu_seconds": e.cpu_seconds,
+                              "compute_cost_usd": _plain(e.compute_cost_usd), "dbus": _plain(e.dbus),
+                              "compute_state": e.compute_state} for e in ended}
+    ids = list(compute)
     with conn.pipeline(), conn.transaction():
         # A plan made while task_attempts looked small scanned whole tables on every batch; and
         # no plan here is worth compiling: JIT would take longer than the statement.
-        queue.reads_by_index(conn)
+        reads_by_index(conn)
         locking = conn.cursor(row_factory=dict_row)
         locking.execute(q("task_lock_for_attempts"), {"attempt_ids": ids})
         # The batch joins its own rows by hash: with statistics that lag behind a fast-changing
         # queue, the planner would otherwise loop over one side once per row of the other.
         # (The triggers it fires turn them on again for themselves: see migration 10.)
         conn.execute("SELECT set_config('enable_nestloop', 'off', true)")
-        settling = conn.cursor(row_factory=dict_row)
-        settling.execute(q("task_complete_batch_from_attempts"),
-                         {"reports": json.dumps(list(items.values())), "now": now, "attempt_ids": ids})
-        locked, done = locking.fetchall(), settling.fetchall()
-        agents = {row["attempt_id"]: row["agent"] for row in locked}
-        model_calls: dict[str, int] = {}  # per agent, completions that called a model without a 429
-        for row in done:
-            item = items[row["attempt_id"]]
-            if item.get("input_tokens") or item.get("output_tokens"):
-                agent = agents[row["attempt_id"]]
-                model_calls[agent] = model_calls.get(agent, 0) + 1
-        if model_calls:
-            queue.throttle_recover(conn, model_calls, now=now)
+        # The callback's own statement, for the batch: only plain completions of attempts that
+        # never reported, for tasks not ended, are applied here.
+        applied = apply_reports(conn, reports, compute=compute, fresh_only=True, now=now)
+        locked = locking.fetchall()
     out: dict[int, Settled] = {}
     seen_tasks: set[int] = set()
     for row in locked:
@@ -122,8 +103,9 @@ def settle_ended(conn: psycopg.Connection, ended: list[Ended], *,
         seen_tasks.add(row["task_id"])
         due = row["reported_status"] is None and row["attempt_status"] in REPORTABLE
         out[row["attempt_id"]] = Settled(row["attempt_id"], row["task_id"], row["reported_status"], report_due=due)
-    for row in done:
-        previous = out[row["attempt_id"]]
-        out[row["attempt_id"]] = Settled(previous.attempt_id, previous.task_id, previous.reported_status,
-                                         completed=True, superseded_ids=tuple(row["superseded_ids"]))
+    for done in applied.values():
+        if done.completed:
+            previous = out[done.attempt_id]
+            out[done.attempt_id] = Settled(previous.attempt_id, previous.task_id, previous.reported_status,
+                                           completed=True, superseded_ids=done.superseded_ids)
     return out

@@ -12,10 +12,7 @@ from psycopg import sql
 
 from schema import figures, rollups, waiting
 from schema.models import TaskStatus
-# The figures' types live in stats_types (schema.figures builds on them too); this module's readers
-# take them from here, beside the functions that return them.
 from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
-from schema.stats_types import REVIEW_CONFIDENCE, SPEND_METRICS, STATUSES, cost_rows, needs_review  # noqa: F401
 from schema.sql import fetch_all, fetch_one, q, run_query
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.

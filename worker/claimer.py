@@ -11,7 +11,7 @@ import psycopg
 
 from schema import db, queue, worker_queries
 from schema.models import Agent, TaskStatus
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from worker import logs
 from worker.ahead import ClaimedAhead
 from worker.claim_config import ClaimerConfig

@@ -13,7 +13,7 @@ import psycopg
 
 from schema import db
 from schema.sql import q
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from worker import logs
 
 Events = list[StreamEvent]

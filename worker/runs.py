@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from schema import db, queue, settlement
 from schema.models import Agent, AttemptStatus, Claim, TaskStatus
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
 from worker.executors.base import Executor, ExecutorError, Launch

@@ -16,7 +16,7 @@ from app.api.common import get_pool, get_settings
 from app.api.schemas import event_data
 from app.auth import Identity, require_user
 from schema.settings import Settings
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 
 router = APIRouter(tags=["events"])
 

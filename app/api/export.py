@@ -11,7 +11,7 @@ from app import export
 from app.api.common import get_pool
 from app.api.schemas import filter_query
 from app.auth import Identity, require_user
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 router = APIRouter(prefix="/api", tags=["dashboard"])
 

@@ -20,7 +20,7 @@ from app.auth import Identity, require_reviewer, require_user
 from schema.errors import NotFound
 from schema.review import QueueEntry, Review, ReviewStatus, StaleReview
 from schema.settings import Settings
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 router = APIRouter(prefix="/api/review", tags=["review"])
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, computed_field, create_model
 from app.inputs import STATUSES, make_filter
 from app.services import catching_up_note
 from schema.models import Attempt, Task, TaskEvent
-from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
+from schema.stats_types import StreamEvent, Summary, TaskFilter, TaskRow
 
 def filter_query(
     date_from: str | None = Query(None, description="created at or after (ISO date or datetime)"),

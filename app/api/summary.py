@@ -12,7 +12,7 @@ from app import services
 from app.api.common import get_pool
 from app.api.schemas import ChartsOut, SummaryOut, filter_query, plain
 from app.auth import Identity, require_user
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 router = APIRouter(prefix="/api", tags=["dashboard"])
 

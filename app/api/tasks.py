@@ -21,7 +21,7 @@ from schema.errors import NotFound
 from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY
 from schema.settings import Settings
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 router = APIRouter(prefix="/api", tags=["tasks"])
 _STATUS = {"created": 201, "duplicate": 200, "rejected": 422}

@@ -9,7 +9,7 @@ from nicegui import ui
 
 from app.components import format as fmt
 from schema.models import TaskStatus
-from schema.stats import Charts
+from schema.stats_types import Charts
 
 # Mid-grey text reads on the light and the dark theme alike.
 FONT = {"family": "Inter, Roboto, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#64748b"}

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from nicegui import ui
 
 from app.inputs import STATUSES, make_filter
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 QUERY_KEYS = ("from", "to", "status", "agent", "customer", "review")
 

@@ -9,7 +9,7 @@ from nicegui import ui
 from app.components import format as fmt
 from app.services import ComputeCost
 from schema.models import TaskStatus
-from schema.stats import Summary
+from schema.stats_types import Summary
 
 STATUS_LABELS = [(status.value, status.value.capitalize()) for status in TaskStatus]
 

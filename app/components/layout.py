@@ -9,7 +9,7 @@ from typing import Awaitable, Callable, Iterator
 from nicegui import app, ui
 
 from app import auth, live
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 
 PAGE_CSS = """
 body { background: #f5f7fa; }

@@ -12,7 +12,7 @@ from app.components import format as fmt
 from app.components.page_viewer import PageViewer
 from app.components.review_fields import KEYS_SCRIPT, REVIEW_CSS, FieldRow, field_row, keys_legend, phone_view
 from schema.review import Review, ReviewStatus, StaleReview
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 # Review events that end this reviewer's hold on a document (someone else claimed it, or it changed).
 NEWS = (ReviewStatus.SUPERSEDED.value, ReviewStatus.APPROVED.value, ReviewStatus.REJECTED.value, "claimed")

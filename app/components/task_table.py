@@ -14,7 +14,8 @@ from app.auth import Identity
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
 from schema.models import TaskStatus
-from schema.stats import TaskCount, TaskFilter, TaskRow
+from schema.stats import TaskCount
+from schema.stats_types import TaskFilter, TaskRow
 from schema.waiting import REASON_WORDS, WaitReason
 
 # Seconds between confirming a bulk action over the whole filter and doing it: time to undo.

@@ -25,7 +25,7 @@ from app.components.task_table import TaskTable
 from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from schema.errors import InvalidTransition
 from schema.models import TaskStatus
-from schema.stats import StreamEvent, Summary, TaskFilter
+from schema.stats_types import StreamEvent, Summary, TaskFilter
 
 # However many events arrive, a page asks for its figures and table at most once a second
 # (REFRESH_MIN_SECONDS) and redraws its charts at most every five (CHART_MIN_SECONDS); what it asks

@@ -11,7 +11,7 @@ from app.auth import Identity, viewer
 from app.components.layout import frame
 from app.components.review_desk import ReviewDesk
 from schema.review import Review, ReviewStatus
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 
 def review_filter(customer: str | None, agent: str | None, date_from: str | None, date_to: str | None) -> TaskFilter:

@@ -18,7 +18,7 @@ from app.components.task_table import waiting_text
 from schema.errors import NotFound
 from schema.models import Task, TaskStatus
 from schema.queue import EXTRACTORS
-from schema.stats import REVIEW_CONFIDENCE, StreamEvent, needs_review
+from schema.stats_types import REVIEW_CONFIDENCE, StreamEvent, needs_review
 from schema.waiting import WaitReason
 
 # Why-waiting reasons under which the queue's pace says nothing of when the task starts.

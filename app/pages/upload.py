@@ -20,7 +20,7 @@ from app.documents import ACCEPTED_FILES
 from schema.errors import InvalidTransition, NotFound
 from schema.forecast import FileFacts, Forecast
 from schema.models import DEFAULT_PRIORITY, TaskStatus
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 
 SLICE = 25
 # Queue positions move with every claim anywhere: they are re-read at most this often.

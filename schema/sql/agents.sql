@@ -94,13 +94,15 @@ RETURNING name;
 -- served just before the 429 settle), never more than the agent's limit. Reports of attempts
 -- started before the last back-off only count: one cut per round of work, as AIMD takes one per
 -- round trip.
+-- The agent's running tasks: as they stood when the report came (%(in_flight)s), else counted now.
 WITH anchor AS (
     SELECT least(coalesce(%(now)s, now()),
                  greatest(coalesce(%(limited_at)s, coalesce(%(now)s, now())), a.started_at)) AS at,
            a.started_at AS attempt_started_at
     FROM task_attempts a WHERE a.id = %(attempt_id)s
 ), observed AS (
-    SELECT (SELECT count(*) FROM tasks WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
+    SELECT coalesce(%(in_flight)s::bigint,
+                    (SELECT count(*) FROM tasks WHERE agent = %(agent)s AND status = 'processing')) AS in_flight,
            -- Tokens the endpoint actually served in that minute (reported, not reserved).
            (SELECT coalesce(sum(input_tokens + output_tokens), 0)
               FROM task_attempts

@@ -19,14 +19,6 @@ SELECT task_id FROM task_attempts WHERE id = %(attempt_id)s;
 UPDATE task_attempts SET heartbeat_at = coalesce(%(now)s, now())
 WHERE id = %(attempt_id)s AND status = 'processing';
 
--- name: attempt_finish
--- Ends an attempt that is still open (processing, or lost to the sweeper but reporting late).
-UPDATE task_attempts SET
-    status = %(status)s::attempt_status,
-    error = coalesce(%(error)s, error),
-    finished_at = coalesce(%(now)s, now())
-WHERE id = %(attempt_id)s AND status IN ('processing', 'lost');
-
 -- name: attempt_cancel_open
 -- A cancelled task's running attempts are cancelled with it.
 UPDATE task_attempts SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), error = 'task cancelled'
@@ -53,30 +45,6 @@ UPDATE task_attempts SET
     compute_state = CASE WHEN compute_state IN ('billed', 'final', 'unbilled') THEN compute_state
                          ELSE coalesce(%(compute_state)s, compute_state) END
 WHERE id = %(attempt_id)s;
-
--- name: attempt_note_report
--- Counts the report, remembers its status (a replay of it is a duplicate), its run and trace ids,
--- and records the attempt's spend unless it was recorded before: spend counts once per attempt.
-WITH before AS (
-    SELECT usage_recorded_at IS NULL AND %(has_usage)s AS record_usage,
-           reported_status AS previously_reported
-    FROM task_attempts WHERE id = %(attempt_id)s
-)
-UPDATE task_attempts a SET
-    reported_status = %(status)s,
-    callbacks_received = a.callbacks_received + 1,
-    job_run_id = coalesce(a.job_run_id, %(run_id)s),
-    trace_id = coalesce(a.trace_id, %(trace_id)s),
-    input_tokens = CASE WHEN b.record_usage THEN %(input_tokens)s ELSE a.input_tokens END,
-    output_tokens = CASE WHEN b.record_usage THEN %(output_tokens)s ELSE a.output_tokens END,
-    llm_cost_usd = CASE WHEN b.record_usage THEN %(llm_cost_usd)s ELSE a.llm_cost_usd END,
-    llm_unpriced = CASE WHEN b.record_usage THEN %(llm_unpriced)s ELSE a.llm_unpriced END,
-    compute_cost_usd = CASE WHEN b.record_usage THEN coalesce(%(compute_cost_usd)s, a.compute_cost_usd)
-                            ELSE a.compute_cost_usd END,
-    usage_recorded_at = CASE WHEN b.record_usage THEN coalesce(%(now)s, now()) ELSE a.usage_recorded_at END
-FROM before b
-WHERE a.id = %(attempt_id)s
-RETURNING b.record_usage AS usage_recorded, b.previously_reported;
 
 -- name: attempt_list_running_ids
 -- Local runs some worker launched that have not ended: a stopping app serves callbacks until these

@@ -225,55 +225,6 @@ FROM expired e
 WHERE t.id = e.id
 RETURNING t.id, t.status;
 
--- name: task_complete_from_attempt
--- A completed report from any attempt of a task that is not terminal completes it; its other
--- open attempts are superseded (their executors should stop them).
-WITH done AS (
-    UPDATE tasks SET
-        status = 'completed', result = %(result)s, confidence = %(confidence)s, error = NULL,
-        current_attempt_id = %(attempt_id)s, locked_by = NULL, lease_expires_at = NULL,
-        pages = coalesce(%(pages)s, pages),
-        finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
-    WHERE id = %(task_id)s AND status IN ('enqueued', 'processing')
-    RETURNING id
-), finished AS (
-    -- Whatever became of the attempt before (lost, handed back, an earlier stale failure), its
-    -- result is the one the task keeps, so it is the completed attempt.
-    UPDATE task_attempts SET status = 'completed', error = NULL,
-                             finished_at = coalesce(%(now)s, now())
-    WHERE id = %(attempt_id)s AND EXISTS (SELECT 1 FROM done)
-), superseded AS (
-    UPDATE task_attempts SET status = 'superseded', finished_at = coalesce(%(now)s, now())
-    WHERE task_id = %(task_id)s AND id <> %(attempt_id)s AND status = 'processing'
-      AND EXISTS (SELECT 1 FROM done)
-    RETURNING id
-)
-SELECT (SELECT count(*) FROM done) AS completed,
-       coalesce((SELECT array_agg(id ORDER BY id) FROM superseded), '{}') AS superseded_ids;
-
--- name: task_fail_from_current_attempt
--- A failure from the current attempt of a processing task: back to the queue with backoff while
--- it is retryable and the budget lasts, otherwise failed for good.
-WITH failed AS (
-    UPDATE tasks SET
-        status = CASE WHEN %(requeue)s THEN 'enqueued' ELSE 'failed' END::task_status,
-        run_after = CASE WHEN %(requeue)s
-                         THEN coalesce(%(now)s, now())
-                              + quire_backoff(attempt_count - attempt_base, %(backoff_base)s, %(backoff_cap)s)
-                         ELSE run_after END,
-        error = %(error)s,
-        pages = coalesce(%(pages)s, pages),
-        locked_by = NULL, lease_expires_at = NULL,
-        finished_at = CASE WHEN %(requeue)s THEN NULL ELSE coalesce(%(now)s, now()) END,
-        updated_at = coalesce(%(now)s, now())
-    WHERE id = %(task_id)s AND status = 'processing' AND current_attempt_id = %(attempt_id)s
-    RETURNING status
-), finished AS (
-    UPDATE task_attempts SET status = 'failed', error = %(error)s, finished_at = coalesce(%(now)s, now())
-    WHERE id = %(attempt_id)s AND status IN ('processing', 'lost')
-)
-SELECT status::text FROM failed;
-
 -- name: task_hand_back_from_attempt
 -- Graceful shutdown, or a task claimed ahead that found no slot: the worker gives a task back at
 -- once, without spending its attempt budget (task row first, then the attempt: the lock order
@@ -291,10 +242,6 @@ UPDATE task_attempts a SET status = 'handed_back', finished_at = coalesce(%(now)
 FROM given g
 WHERE a.id = %(attempt_id)s AND a.status = 'processing'
 RETURNING g.id;
-
--- name: task_set_pages
--- Records the page count an attempt reported, whatever became of the attempt.
-UPDATE tasks SET pages = %(pages)s WHERE id = %(task_id)s AND pages IS DISTINCT FROM %(pages)s;
 
 -- name: task_cancel_if_live
 -- Cancels a task that is enqueued or processing; a later callback is then ignored.

@@ -11,7 +11,7 @@ import pytest
 from schema.models import (Agent, Attempt, AttemptStatus, Claim, Task, TaskEvent, TaskStatus, _layout,
                            agent_from_row, attempt_from_row, claim_from_row, event_from_row, task_from_row,
                            task_status)
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

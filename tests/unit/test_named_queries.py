@@ -55,6 +55,6 @@ def test_escaped_and_dollar_quoted_strings_are_kept_whole():
 def test_the_worker_hot_statements_fit_the_driver_statement_cache():
     # psycopg converts a statement's %(name)s placeholders once and caches the result for
     # statements of up to 4096 bytes; a longer one is converted again on every call.
-    for name in ("task_claim_batch", "task_complete_batch_from_attempts", "task_lock_for_attempts"):
+    for name in ("task_claim_batch", "task_apply_reports_batch", "task_lock_for_attempts"):
         assert "--" not in QUERIES[name]
         assert len(QUERIES[name].encode()) <= 4096, name

@@ -10,8 +10,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from app.figure_cache import FigureCache
-from schema import db, figures, rollups, stats
-from schema.stats import TaskFilter
+from schema import db, figures, rollups, stats, stats_types
+from schema.stats_types import TaskFilter
 from tests.factories import make_agent, make_task
 from tests.integration.app.test_rollups import Mix, assert_rollups_exact
 
@@ -33,7 +33,7 @@ def _filters(start: datetime) -> list[TaskFilter]:
     ]
 
 
-def _same_summary(a: stats.Summary, b: stats.Summary) -> bool:
+def _same_summary(a: stats_types.Summary, b: stats_types.Summary) -> bool:
     return dataclasses.replace(a, last_activity_at=None) == dataclasses.replace(b, last_activity_at=None)
 
 
@@ -130,7 +130,7 @@ def test_the_review_threshold_is_the_same_in_sql_and_python(conn):
     for status, confidence in [("completed", 0.42), ("completed", 0.6), ("completed", 0.59), ("completed", None),
                                ("failed", 0.1), ("completed", 0.95)]:
         row = conn.execute("SELECT quire_needs_review(%s::task_status, %s::real) AS r", [status, confidence]).fetchone()
-        assert row["r"] == stats.needs_review(status, confidence), (status, confidence)
+        assert row["r"] == stats_types.needs_review(status, confidence), (status, confidence)
 
 
 def test_the_total_is_an_estimate_said_to_be_one_only_where_exact_would_be_slow(conn, connect, monkeypatch):

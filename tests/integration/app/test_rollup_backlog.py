@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from app import services
 from app.figure_cache import FigureCache
 from schema import db, rollups, stats
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 from tests.factories import make_agent, make_task
 from tests.integration.app.test_rollups import Mix, _filters, assert_rollups_exact
 from worker.folder import FolderConfig, RollupFolder

@@ -11,10 +11,10 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from schema import queue, rollups, stats
+from schema import queue, rollups, stats, stats_types
 from schema.errors import QuireError
 from schema.sql import q
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 from tests.factories import make_agent, make_task
 
 # Direct aggregates over tasks and task_attempts, written independently of the rollups' view.
@@ -81,7 +81,7 @@ def assert_rollups_exact(conn, flt: TaskFilter) -> None:
     """Every rollup figure for `flt` equals the same figure counted over tasks and attempts."""
     summary = stats.stats_summary_filtered(conn, flt)
     direct = {r["status"]: r for r in _direct(conn, DIRECT_TOTALS, flt)}
-    assert summary.counts == {s: (direct[s]["tasks"] if s in direct else 0) for s in stats.STATUSES}, flt
+    assert summary.counts == {s: (direct[s]["tasks"] if s in direct else 0) for s in stats_types.STATUSES}, flt
     for field, key in [("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
                        ("llm_cost_usd", "llm_cost_usd"), ("compute_cost_usd", "compute_cost_usd"),
                        ("attempts", "attempts"), ("tasks_with_usage", "with_usage"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from schema import queue, stats
-from schema.stats import TaskFilter
+from schema import queue, stats, stats_types
+from schema.stats_types import TaskFilter
 from tests.factories import make_agent, make_task
 
 
@@ -113,11 +113,11 @@ def test_event_log_reads_for_replay_and_metrics(conn):
 
 def test_buckets_grow_with_the_span():
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
-    assert stats.bucket_for_span(start, start + timedelta(minutes=5)) == timedelta(seconds=10)
-    assert stats.bucket_for_span(start, start + timedelta(minutes=45)) == timedelta(minutes=1)
-    assert stats.bucket_for_span(start, start + timedelta(hours=10)) == timedelta(minutes=15)
-    assert stats.bucket_for_span(start, start + timedelta(days=20)) == timedelta(days=1)
-    assert stats.bucket_for_span(None, None) == timedelta(seconds=10)
+    assert stats_types.bucket_for_span(start, start + timedelta(minutes=5)) == timedelta(seconds=10)
+    assert stats_types.bucket_for_span(start, start + timedelta(minutes=45)) == timedelta(minutes=1)
+    assert stats_types.bucket_for_span(start, start + timedelta(hours=10)) == timedelta(minutes=15)
+    assert stats_types.bucket_for_span(start, start + timedelta(days=20)) == timedelta(days=1)
+    assert stats_types.bucket_for_span(None, None) == timedelta(seconds=10)
 
 
 def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
@@ -129,8 +129,8 @@ def test_needs_review_selects_completed_tasks_with_low_confidence(conn):
     assert abs(flagged.avg_confidence - 0.42) < 1e-6
     rows, _ = stats.task_list_keyset(conn, TaskFilter(needs_review=True), sort="id", descending=False, limit=10)
     total = stats.task_count(conn, TaskFilter(needs_review=True))
-    assert total == stats.TaskCount(4, exact=True) and len(rows) == 4 and all(r.confidence < stats.REVIEW_CONFIDENCE for r in rows)
+    assert total == stats.TaskCount(4, exact=True) and len(rows) == 4 and all(r.confidence < stats_types.REVIEW_CONFIDENCE for r in rows)
     charts = stats.stats_charts_filtered(conn, TaskFilter(needs_review=True))
     assert sum(b["n"] for b in charts.confidence_bins) == 4 and charts.confidence_bins[0]["lo"] == 0.4
-    assert stats.needs_review("completed", 0.42) and not stats.needs_review("completed", 0.9)
-    assert not stats.needs_review("failed", None)
+    assert stats_types.needs_review("completed", 0.42) and not stats_types.needs_review("completed", 0.9)
+    assert not stats_types.needs_review("failed", None)

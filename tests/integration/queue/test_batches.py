@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from schema import queue, settlement
+from schema.queue import enqueueing
 from schema.errors import InvalidArgument, UnknownAgent, UnknownTask
 from tests.factories import make_agent, make_task
 
@@ -55,7 +56,7 @@ def test_a_bulk_enqueue_analyzes_a_never_analyzed_tasks_table_once_it_is_no_long
     # Below the size, even a bulk batch leaves the planner's statistics to autovacuum.
     queue.enqueue_many(conn, [dict(agent="docs", document_uri=f"/small/{n}.pdf") for n in range(150)])
     assert not _analyzed(conn)
-    monkeypatch.setattr(queue, "FIRST_ANALYZE_BYTES", 1)
+    monkeypatch.setattr(enqueueing, "FIRST_ANALYZE_BYTES", 1)
     # Past it, single enqueues and small batches still never analyze (one round trip each)...
     queue.enqueue(conn, agent="docs", document_uri="/one.pdf")
     queue.enqueue_many(conn, [dict(agent="docs", document_uri=f"/few/{n}.pdf")
@@ -73,7 +74,7 @@ def test_a_bulk_enqueue_analyzes_a_never_analyzed_tasks_table_once_it_is_no_long
 def test_the_first_analyze_does_not_wait_for_a_table_autovacuum_holds(conn, db_dsn, monkeypatch):
     make_agent(conn)
     conn.execute("ALTER TABLE tasks SET (autovacuum_enabled = false)")
-    monkeypatch.setattr(queue, "FIRST_ANALYZE_BYTES", 1)
+    monkeypatch.setattr(enqueueing, "FIRST_ANALYZE_BYTES", 1)
     batch = [dict(agent="docs", document_uri=f"/d/{n}.pdf") for n in range(queue.FIRST_ANALYZE_BATCH)]
     conn.execute("SET lock_timeout = '5s'")  # waiting would fail the enqueue, not hang the test
     with psycopg.connect(db_dsn) as vacuum:

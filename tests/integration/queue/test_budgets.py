@@ -7,6 +7,7 @@ import pytest
 
 from schema import customers, queue
 from schema.errors import InvalidArgument
+from schema.models import TaskStatus
 from tests.factories import make_agent, make_task
 
 
@@ -44,7 +45,7 @@ def test_tasks_of_a_customer_over_budget_wait_enqueued_until_the_budget_allows(c
     got = queue.claim(conn, agent="docs", worker_id="w", limit=10, now=now)
     assert [c.task.id for c in got] == [later.id]  # the other customer is not held back
     waiting = queue.get_task(conn, rest[1].id)
-    assert waiting.status is queue.TaskStatus.ENQUEUED and waiting.error is None
+    assert waiting.status is TaskStatus.ENQUEUED and waiting.error is None
     customers.customer_budget_set(conn, "acme", 5, actor="op", now=now)
     assert [c.task.id for c in queue.claim(conn, agent="docs", worker_id="w", limit=10, now=now)] == [rest[1].id]
 

@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 from schema import queue
+from schema.models import TaskStatus
 from tests.factories import make_agent, make_task
 
 DONE = {"status": "completed", "result": {"ok": True}, "confidence": 0.9}
@@ -43,7 +44,7 @@ def test_claim_opens_an_attempt_with_lease_and_secret(conn):
     make_agent(conn, lease_seconds=45)
     make_task(conn)
     (c,) = queue.claim(conn, agent="docs", worker_id="w1")
-    assert c.attempt_no == 1 and c.task.status is queue.TaskStatus.PROCESSING
+    assert c.attempt_no == 1 and c.task.status is TaskStatus.PROCESSING
     assert len(c.callback_secret) == 64
     assert 44 <= (c.lease_expires_at - c.task.started_at).total_seconds() <= 46
     task = queue.get_task(conn, c.task.id)

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from schema import customers, forecast, positions, queue
-from schema.errors import InvalidArgument
+from schema.errors import InvalidArgument, UnknownAgent
 from tests.factories import make_agent, make_task
 
 
@@ -68,7 +68,7 @@ def test_bad_forecast_requests_are_refused(conn):
     with pytest.raises(InvalidArgument):
         forecast.forecast_batch(conn, agent="docs", priority=12, files=[forecast.FileFacts(1)], workers=1,
                                 compute_rate_usd_per_hour=0)
-    with pytest.raises(queue.UnknownAgent):
+    with pytest.raises(UnknownAgent):
         forecast.forecast_batch(conn, agent="nope", priority=1, files=[forecast.FileFacts(1)], workers=1,
                                 compute_rate_usd_per_hour=0)
 

@@ -15,7 +15,7 @@ from psycopg.pq import TransactionStatus
 
 from schema import queue, stats, worker_queries
 from schema.migrate import migrate, pending
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 
 DONE = {"status": "completed", "result": {"ok": True}, "confidence": 0.9, "input_tokens": 10,
         "output_tokens": 5, "llm_cost_usd": 0.001}

@@ -40,11 +40,14 @@ def _scene(conn) -> list[list[tuple[int, dict]]]:
     make_agent(conn, "docs", now=T0)
     make_agent(conn, "slow", now=T0)
     make_agent(conn, "llm", max_tpm=50_000, now=T0)
-    agent_of = {"limited": "llm", "stale_fail": "slow", "stale_win": "slow"}
+    make_agent(conn, "refused", now=T0)
+    agent_of = {"limited": "llm", "stale_fail": "slow", "stale_win": "slow", "cannot_run": "refused"}
+    budget = {"retryable": 2, "spent": 1}
     t = {name: make_task(conn, agent_of.get(name, "docs"), customer="acme", now=T0,
                          document_uri=f"file:///docs/{name}.pdf", document_name=f"{name}.pdf",
-                         max_attempts=2 if name == "retryable" else 3)
-         for name in ("done", "bare", "retryable", "final", "replayed", "stale_fail", "stale_win", "limited")}
+                         max_attempts=budget.get(name, 3))
+         for name in ("done", "bare", "retryable", "spent", "final", "replayed", "stale_fail", "stale_win",
+                      "limited", "cancelled", "cannot_run")}
     # The stale tasks' first attempts lose their lease and are swept; second attempts take over.
     stale = {c.task.id: c.attempt_id for c in queue.claim(conn, agent="slow", worker_id="w1", limit=5, now=T0)}
     queue.sweep(conn, now=T0 + timedelta(minutes=10))
@@ -52,8 +55,11 @@ def _scene(conn) -> list[list[tuple[int, dict]]]:
     second = {c.task.id: c.attempt_id for c in queue.claim(conn, agent="slow", worker_id="w2", limit=5, now=later)}
     first = {c.task.id: c.attempt_id for c in queue.claim(conn, agent="docs", worker_id="w", limit=20, now=later)}
     first |= {c.task.id: c.attempt_id for c in queue.claim(conn, agent="llm", worker_id="w", limit=5, now=later)}
+    first |= {c.task.id: c.attempt_id for c in queue.claim(conn, agent="refused", worker_id="w", limit=5, now=later)}
     a = {name: (first | stale)[task.id] for name, task in t.items()}
-    assert len(second) == 2 and len(first) == 6
+    assert len(second) == 2 and len(first) == 9
+    # An operator cancels a running task; its run still reports what it spent.
+    queue.cancel(conn, t["cancelled"].id, actor="ops", now=later)
     done = {"status": "completed", "result": {"fields": {"total": "12.00"}}, "confidence": 0.91, **USAGE}
     # One completion with tokens per agent and round: each settling statement decays what an agent
     # learned once (migration 0016), so a batch of two counts as one step, by design.
@@ -61,7 +67,11 @@ def _scene(conn) -> list[list[tuple[int, dict]]]:
         [(a["done"], done),
          (a["bare"], {"status": "completed", "result": {"fields": {}}}),
          (a["retryable"], {"status": "failed", "error": "timeout", "retryable": True, **USAGE}),
+         (a["spent"], {"status": "failed", "error": "timeout", "retryable": True}),
          (a["final"], {"status": "failed", "error": "not a PDF", "retryable": False}),
+         (a["cancelled"], {**done, "confidence": 0.7}),
+         (a["cannot_run"], {"status": "failed", "error": "HTTP 401", "retryable": True,
+                            "agent_cannot_run": True}),
          (a["stale_fail"], {"status": "failed", "error": "late", "retryable": True}),
          (a["stale_win"], {**done, "confidence": 0.5}),
          (a["limited"], {**done, "rate_limited": 2, "retry_after_seconds": 30, "rate_limit_tpm": 20_000,
@@ -82,8 +92,10 @@ def _by_callback(conn, rounds, now) -> None:
 
 def _by_settlement(conn, rounds, now) -> None:
     """The worker's way: a run's report settled in a batch when the run ends (the ones it leaves
-    due applied one by one); a later delivery of the same attempt's report comes by callback."""
+    due applied one by one, and a cancelled run's report, as the worker applies it when it saw the
+    cancel); a later delivery of the same attempt's report comes by callback."""
     conn.execute("SELECT setseed(0.5)")
+    cancelled = {r["id"] for r in conn.execute("SELECT id FROM task_attempts WHERE status = 'cancelled'")}
     delivered: set[int] = set()
     for batch in rounds:
         pending = []
@@ -97,7 +109,7 @@ def _by_settlement(conn, rounds, now) -> None:
             settled = settlement.settle_ended(conn, pending, now=now)
             for e in pending:
                 done = settled.get(e.attempt_id)
-                if done is not None and done.report_due:
+                if done is not None and (done.report_due or (e.attempt_id in cancelled and not done.reported_status)):
                     queue.apply_callback(conn, e.attempt_id, e.report, now=now)
             pending = [e for e in pending if e.attempt_id not in settled]
 
@@ -141,9 +153,19 @@ def test_the_callback_and_the_batched_settlement_write_the_same_rows(pg_server_d
         _by_callback(one, rounds, now)
         _by_settlement(other, rounds, now)
         by_callback, by_settlement = _rows(one), _rows(other)
-    # The reports did something: completions, a retry, a final failure, a rate limit learned.
-    statuses = [r["status"] for r in by_callback["tasks"]]
-    assert statuses.count("completed") == 5 and "failed" in statuses and "enqueued" in statuses
+    # The reports did something: completions, retries, final failures, a rate limit learned, a halt,
+    # a cancelled task's spend kept on its attempt.
+    status = {r["document_name"].removesuffix(".pdf"): r["status"] for r in by_callback["tasks"]}
+    assert status == {"done": "completed", "bare": "completed", "retryable": "enqueued", "spent": "failed",
+                      "final": "failed", "replayed": "completed", "stale_fail": "processing",
+                      "stale_win": "completed", "limited": "completed", "cancelled": "cancelled",
+                      "cannot_run": "failed"}
     assert any(r["rate_limited_total"] for r in by_callback["agents"])
+    assert [r["name"] for r in by_callback["agents"] if r["halt_reason"]] == ["refused"]
     assert any(r["samples"] for r in by_callback["agent_token_rates"])
+    attempts = {r["id"]: r for r in by_callback["task_attempts"]}
+    kept = [r for r in attempts.values() if r["status"] == "cancelled"]
+    assert len(kept) == 1 and kept[0]["input_tokens"] == USAGE["input_tokens"] and kept[0]["reported_status"] == "completed"
+    replayed = next(r for r in by_callback["tasks"] if r["document_name"] == "replayed.pdf")
+    assert attempts[replayed["current_attempt_id"]]["callbacks_received"] == 3  # every delivery counted
     assert _differences(by_callback, by_settlement) == []

@@ -1,10 +1,10 @@
 """The task row is defined once: models.Task holds every column of `tasks`, and the row types
-built from the same rows (stats.TaskRow) agree with it field for field."""
+built from the same rows (stats_types.TaskRow) agree with it field for field."""
 
 import dataclasses
 import typing
 
-from schema import models, stats
+from schema import models, stats_types
 
 # Columns of `tasks` no reader is given: the per-attempt callback bookkeeping stays in the engine.
 _NOT_READ: set[str] = set()
@@ -13,7 +13,7 @@ _LIST_EXTRAS = {"latency_s", "input_tokens", "output_tokens", "llm_cost_usd", "c
 
 
 def _fields(cls) -> dict[str, object]:
-    hints = typing.get_type_hints(cls, vars(models) | vars(stats))
+    hints = typing.get_type_hints(cls, vars(models) | vars(stats_types))
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
@@ -24,7 +24,7 @@ def test_the_task_model_holds_every_column_of_the_tasks_table(conn):
 
 
 def test_task_rows_of_the_list_agree_with_the_task_model():
-    task, row = _fields(models.Task), _fields(stats.TaskRow)
+    task, row = _fields(models.Task), _fields(stats_types.TaskRow)
     assert set(row) - set(task) == _LIST_EXTRAS
     assert {name: kind for name, kind in row.items() if name in task} == \
         {name: task[name] for name in row if name in task}
@@ -48,4 +48,4 @@ def test_the_insert_statement_takes_exactly_the_columns_the_engine_sends():
 
     [listed] = re.findall(r"INSERT INTO tasks \(([^)]*)\)", q("task_insert_batch"))
     inserted = {c.strip() for c in listed.split(",")}
-    assert inserted - {"submitted_by", "retried_by", "run_after", "created_at", "updated_at"} == set(queue._BATCH_COLUMNS)
+    assert inserted - {"submitted_by", "retried_by", "run_after", "created_at", "updated_at"} == set(queue.BATCH_COLUMNS)

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from schema import customers, forecast, positions, queue
-from schema.errors import InvalidArgument, InvalidTransition
+from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent
 from tests.factories import make_agent, make_task
 
 
@@ -130,7 +130,7 @@ def test_edit_and_retry_refuses_what_cannot_run(conn):
     task = make_task(conn)
     with pytest.raises(InvalidArgument):
         queue.retry(conn, task.id, actor="op", extractor="magic")
-    with pytest.raises(queue.UnknownAgent):
+    with pytest.raises(UnknownAgent):
         queue.retry(conn, task.id, actor="op", agent="nope")
     with pytest.raises(InvalidTransition):  # still enqueued: nothing to retry
         queue.retry(conn, task.id, actor="op", extractor="llm")

@@ -11,7 +11,7 @@ import pytest
 
 from schema import review
 from schema.review import ReviewStatus
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 from tests.factories import make_agent
 from tests.review_fixtures import invoice_lines, make_reviewable
 

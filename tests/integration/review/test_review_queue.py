@@ -11,7 +11,7 @@ import pytest
 
 from schema import queue, review
 from schema.review import ReviewStatus, StaleReview
-from schema.stats import TaskFilter
+from schema.stats_types import TaskFilter
 from tests.factories import make_agent
 from tests.review_fixtures import complete_with, invoice_pdf, invoice_result, make_reviewable
 

@@ -14,7 +14,7 @@ import threading
 from bench.fake_http import FakeHttpServer, Request
 from schema import queue
 from schema.settings import Settings
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from tests.factories import make_agent, make_task
 from tests.integration.worker.test_worker_runs import interpreter, services
 from tests.waiting import wait_until, wait_until_async

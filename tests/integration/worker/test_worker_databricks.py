@@ -12,7 +12,7 @@ from agents.callback import derive_attempt_secret, sign
 from app.api.callbacks import router
 from schema import db, queue
 from schema.settings import Settings
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_databricks import FakeDatabricks
 from tests.waiting import wait_until

@@ -12,7 +12,7 @@ from schema import queue
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
 from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
-from schema.stats import StreamEvent
+from schema.stats_types import StreamEvent
 from worker.claim_config import ClaimerConfig
 from worker.claimer import Claimer, wants_claim
 from worker.executors import LocalConfig, build_executors

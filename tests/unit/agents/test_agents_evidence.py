@@ -199,6 +199,6 @@ def test_a_long_document_without_fields_needs_review() -> None:
 
 
 def test_the_review_threshold_matches_the_apps_filter() -> None:
-    from schema.stats import REVIEW_CONFIDENCE
+    from schema.stats_types import REVIEW_CONFIDENCE
 
     assert REVIEW_THRESHOLD == REVIEW_CONFIDENCE
