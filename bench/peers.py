@@ -36,6 +36,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from bench.cpu import CpuSampler  # noqa: E402
 from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
 from schema import db, queue  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
@@ -104,17 +105,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, **options) -> dict:
-    dsn = fresh_database(server, f"peer_{label.replace(' ', '_').replace('=', '')}")
+    name = f"peer_{label.replace(' ', '_').replace('=', '')}"
+    for mark in "(),":
+        name = name.replace(mark, "")
+    dsn = fresh_database(server, name)
     peer_run(peer, "install", dsn)
     enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
     drainer = PeerConsumer(peer, dsn, tasks, **options)
+    cpu = CpuSampler(drainer.process.pid, name)
     starts = drainer.result()["starts"]
+    consumer_cpu, backend_cpu = cpu.stop()
     consumer = PeerConsumer(peer, dsn, trickle, **options)
     peer_run(peer, "enqueue", dsn, count=trickle, trickle=0.02)
     waits = [w * 1000 for w in consumer.result()["waits"]]
     return {"label": label, "enqueue": tasks / enq["seconds"],
             "drain": tasks / (max(starts) - drainer.spawned), "steady": tasks / (max(starts) - min(starts)),
-            "p50": statistics.median(waits), "p95": percentile(waits, 0.95)}
+            "p50": statistics.median(waits), "p95": percentile(waits, 0.95),
+            "cpu": (consumer_cpu / tasks * 1e6, backend_cpu / tasks * 1e6)}
 
 
 def quire_env(dsn: str, data_dir: Path, claim_ahead: int | None = None) -> dict[str, str]:
@@ -162,6 +169,7 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                                str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead), stdout=log, stderr=log)
     try:
         with db.connect(dsn) as conn:
+            cpu = CpuSampler(worker.pid, "peer_quire", skip={conn.info.backend_pid})
             # Whether any task is left, from the partial indexes of waiting and running tasks: a
             # count of the completed ones would scan them all, on the server being measured.
             while scalar(conn, "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'enqueued') "
@@ -169,6 +177,7 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                 if worker.poll() is not None:
                     raise RuntimeError(f"quire worker exited: {(data_dir / 'worker.log').read_text()[-2000:]}")
                 time.sleep(0.05)
+            worker_cpu, backend_cpu = cpu.stop()
             # The end: the settlement that marked the last task done (its transaction's time).
             first, last = (float(v) for v in conn.execute(
                 "SELECT extract(epoch FROM min(started_at)) AS first, extract(epoch FROM max(finished_at)) AS last "
@@ -210,7 +219,8 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
     label = f"quire worker (noop, concurrency {concurrency}" + (
         f", claim ahead {claim_ahead})" if claim_ahead is not None else ")")
     return {"label": label, "enqueue": enqueue,
-            "single": single, "drain": tasks / (last - spawned), "steady": tasks / (last - first), "p50": statistics.median(waits),
+            "single": single, "drain": tasks / (last - spawned), "steady": tasks / (last - first),
+            "cpu": (worker_cpu / tasks * 1e6, backend_cpu / tasks * 1e6), "p50": statistics.median(waits),
             "p95": percentile(waits, 0.95), "per_task": per_task}
 
 
@@ -237,12 +247,14 @@ def one_run(server: str, args, stats: bool) -> list[dict]:
 
 def print_run(rows: list[dict]) -> None:
     base = rows[0]  # the first row the ratios are against (Quire itself with --quire-only)
-    print(f"{'queue':<46} {'drain/s':>8} {'ratio':>6} {'steady/s':>9} {'enqueue/s':>10} {'ratio':>6} "
-          f"{'p50 ms':>7} {'p95 ms':>7}")
+    print(f"{'queue':<46} {'drain/s':>8} {'ratio':>6} {'steady/s':>9} {'CPU µs/task':>15} {'enqueue/s':>10} "
+          f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
     for r in rows:
+        cpu = f"{r['cpu'][0]:.0f} + {r['cpu'][1]:.0f}"
         print(f"{r['label']:<46} {r['drain']:>8,.0f} {r['drain'] / base['drain']:>5.2f}x {r['steady']:>9,.0f} "
-              f"{r['enqueue']:>10,.0f} {r['enqueue'] / base['enqueue']:>5.2f}x {r['p50']:>7.1f} {r['p95']:>7.1f}")
+              f"{cpu:>15} {r['enqueue']:>10,.0f} {r['enqueue'] / base['enqueue']:>5.2f}x {r['p50']:>7.1f} {r['p95']:>7.1f}")
     quire = rows[-1]
+    print("(CPU: the worker or consumer process, its start-up included, + its database's Postgres processes)")
     print(f"\nquire: single enqueue (one round trip each) {quire['single']:,.0f} tasks/s")
     if quire["per_task"]:
         calls, ms = quire["per_task"]
