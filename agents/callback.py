@@ -10,11 +10,12 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Callable
 
 from agents.errors import ConfigurationError
+
+if TYPE_CHECKING:  # imported where a client is made: the worker loads this module only to sign
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ class CallbackClient:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.auth_headers = auth_headers
+        import httpx
+
         self._http = httpx.Client(timeout=timeout, follow_redirects=False)
 
     def close(self) -> None:
@@ -149,6 +152,8 @@ class CallbackClient:
 
     def post(self, url: str, payload: dict[str, Any]) -> int:
         """Deliver a payload; the same body may arrive more than once, which the receiver allows."""
+        import httpx
+
         last = "no attempt made"
         for attempt in range(self.retries + 1):
             if attempt:

@@ -1,19 +1,22 @@
 """The real `quire worker` against pgqueuer and procrastinate: one no-op workload, one Postgres, one run.
 
     python bench/peers.py                      # 5,000 tasks; embedded PostgreSQL with pg_stat_statements
-    python bench/peers.py --tasks 1000 --quick
-    QUIRE_DATABASE_URL=postgresql://... python bench/peers.py   # another server (no statement figures
-                                                               # unless it loads pg_stat_statements)
+    python bench/peers.py --quick --runs 4     # pgqueuer batch 10 and Quire only, four runs in a row
+    python bench/peers.py --quick --dsn postgresql://postgres@127.0.0.1:5432/postgres   # any server
+                                               # (no statement figures unless it loads pg_stat_statements)
 
 For each queue, on a fresh database of the same server: enqueue N no-op jobs in batches of 1,000
-(enqueue tasks/s), then start its worker on that backlog (drain tasks/s, from the first job's start
-to the last job's end, or its start where a peer does not say when it ended), then, with the worker
-idle, enqueue jobs one at a time 20 ms apart (enqueue -> start p50/p95). Quire runs as the real
-`quire worker` process with the noop executor; each peer runs in its own venv under bench/.venvs/
-(made here with pip on first use; the peers are not Quire's dependencies), driven by
-bench/peer_jobs.py. Ratios are against pgqueuer at batch 10, measured in the same run. The full run
-also measures pgqueuer with the Quire worker's cap on jobs in flight (its concurrency_limit), since
-pgqueuer by default runs as many at once as it dequeues.
+(enqueue tasks/s), then start its worker process on that backlog and time it from the moment the
+process is started (its imports, connections and set-up included, as a user waits for them) to the
+end of the last job: the drain, in tasks/s. For Quire the end is the settlement that marked the last
+task done; the peers do not say when a job ended, so theirs is the last job's start (which favours
+them). The steady rate, from the first job's start to that end, is printed beside it. Then, with the
+worker idle, jobs go in one at a time 20 ms apart (enqueue -> start p50/p95). Quire runs as the real
+`quire worker` command (default `--concurrency 64`) with the noop executor and its default settings;
+each peer runs in its own venv under bench/.venvs/ (made here with pip on first use; the peers are
+not Quire's dependencies), driven by bench/peer_jobs.py. Ratios are against pgqueuer at batch 10,
+measured in the same run. The full run also measures pgqueuer with the Quire worker's cap on jobs
+in flight (its concurrency_limit), since pgqueuer by default runs as many at once as it dequeues.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from bench.cpu import CpuSampler  # noqa: E402
 from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
 from schema import db, queue  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
+from worker.tracking import locate_tracking, prepare_store, tracking_store_state  # noqa: E402
 
 PEERS = {"pgqueuer": ["pgqueuer==1.6.0", "asyncpg>=0.29", "psycopg[binary]>=3.1"],
          "procrastinate": ["procrastinate==3.10.0", "psycopg[binary,pool]>=3.1"]}
@@ -70,6 +75,7 @@ class PeerConsumer:
     """A peer's worker process, running until it has started `count` jobs."""
 
     def __init__(self, peer: str, dsn: str, count: int, **options):
+        self.spawned = time.time()  # the same clock as the job starts it reports
         argv = [peer_python(peer), str(BENCH / "peer_jobs.py"), peer, "consume", "--dsn", dsn,
                 "--count", str(count)]
         for key, value in options.items():
@@ -99,17 +105,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, **options) -> dict:
-    dsn = fresh_database(server, f"peer_{label.replace(' ', '_').replace('=', '')}")
+    name = f"peer_{label.replace(' ', '_').replace('=', '')}"
+    for mark in "(),":
+        name = name.replace(mark, "")
+    dsn = fresh_database(server, name)
     peer_run(peer, "install", dsn)
     enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
-    drained = PeerConsumer(peer, dsn, tasks, **options).result()
-    starts = drained["starts"]
+    drainer = PeerConsumer(peer, dsn, tasks, **options)
+    cpu = CpuSampler(drainer.process.pid, name)
+    starts = drainer.result()["starts"]
+    consumer_cpu, backend_cpu = cpu.stop()
     consumer = PeerConsumer(peer, dsn, trickle, **options)
     peer_run(peer, "enqueue", dsn, count=trickle, trickle=0.02)
     waits = [w * 1000 for w in consumer.result()["waits"]]
     return {"label": label, "enqueue": tasks / enq["seconds"],
-            "drain": tasks / (max(starts) - min(starts)),
-            "p50": statistics.median(waits), "p95": percentile(waits, 0.95)}
+            "drain": tasks / (max(starts) - drainer.spawned), "steady": tasks / (max(starts) - min(starts)),
+            "p50": statistics.median(waits), "p95": percentile(waits, 0.95),
+            "cpu": (consumer_cpu / tasks * 1e6, backend_cpu / tasks * 1e6)}
 
 
 def quire_env(dsn: str, data_dir: Path, claim_ahead: int | None = None) -> dict[str, str]:
@@ -130,6 +142,11 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                 top_statements: int = 0, claim_ahead: int | None = None) -> dict:
     dsn = fresh_database(server, "peer_quire")
     data_dir = Path(tempfile.mkdtemp(prefix="quire-peers-"))
+    # A worker's very first start on a server makes MLflow's tables beside the queue's database
+    # (seconds, once per server): made here beforehand, so the drain times every later start.
+    tracking_uri, ours = locate_tracking(dsn, None)
+    if ours and tracking_store_state(dsn) != "ready":
+        prepare_store(dsn, tracking_uri, artifact_root=data_dir / "mlflow-artifacts")
     with db.connect(dsn) as conn:
         migrate(conn)
         queue.configure_agent(conn, "bench", executor="noop")
@@ -147,10 +164,12 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             conn.execute("SELECT pg_stat_statements_reset()")
     log = open(data_dir / "worker.log", "w")
+    spawned = time.time()  # Postgres runs on this machine: its clock is this clock
     worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
                                str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead), stdout=log, stderr=log)
     try:
         with db.connect(dsn) as conn:
+            cpu = CpuSampler(worker.pid, "peer_quire", skip={conn.info.backend_pid})
             # Whether any task is left, from the partial indexes of waiting and running tasks: a
             # count of the completed ones would scan them all, on the server being measured.
             while scalar(conn, "SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'enqueued') "
@@ -158,8 +177,11 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                 if worker.poll() is not None:
                     raise RuntimeError(f"quire worker exited: {(data_dir / 'worker.log').read_text()[-2000:]}")
                 time.sleep(0.05)
-            seconds = float(scalar(conn, "SELECT extract(epoch FROM max(finished_at) - min(started_at)) "
-                                         "FROM task_attempts"))
+            worker_cpu, backend_cpu = cpu.stop()
+            # The end: the settlement that marked the last task done (its transaction's time).
+            first, last = (float(v) for v in conn.execute(
+                "SELECT extract(epoch FROM min(started_at)) AS first, extract(epoch FROM max(finished_at)) AS last "
+                "FROM task_attempts").fetchone().values())
             per_task = None
             if stats:
                 row = conn.execute(
@@ -197,15 +219,59 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
     label = f"quire worker (noop, concurrency {concurrency}" + (
         f", claim ahead {claim_ahead})" if claim_ahead is not None else ")")
     return {"label": label, "enqueue": enqueue,
-            "single": single, "drain": tasks / seconds, "p50": statistics.median(waits),
+            "single": single, "drain": tasks / (last - spawned), "steady": tasks / (last - first),
+            "cpu": (worker_cpu / tasks * 1e6, backend_cpu / tasks * 1e6), "p50": statistics.median(waits),
             "p95": percentile(waits, 0.95), "per_task": per_task}
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes): the machine is shared, and figures move with it."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def one_run(server: str, args, stats: bool) -> list[dict]:
+    """Every queue of one run, pgqueuer batch 10 first (the ratios' base), Quire last."""
+    rows = [] if args.quire_only else [
+        bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
+    if not args.quick and not args.quire_only:
+        rows.append(bench_peer(server, "pgqueuer (batch 250)", "pgqueuer", args.tasks, args.trickle, batch=250))
+        # The same cap on jobs in flight as the Quire worker's (pgqueuer has none by default).
+        rows.append(bench_peer(server, f"pgqueuer (batch 10, at most {args.concurrency} at once)", "pgqueuer",
+                               args.tasks, args.trickle, batch=10, limit=args.concurrency) | {"capped": True})
+        rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
+                               args.trickle, concurrency=10))
+    rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top,
+                            args.claim_ahead))
+    return rows
+
+
+def print_run(rows: list[dict]) -> None:
+    base = rows[0]  # the first row the ratios are against (Quire itself with --quire-only)
+    print(f"{'queue':<46} {'drain/s':>8} {'ratio':>6} {'steady/s':>9} {'CPU µs/task':>15} {'enqueue/s':>10} "
+          f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
+    for r in rows:
+        cpu = f"{r['cpu'][0]:.0f} + {r['cpu'][1]:.0f}"
+        print(f"{r['label']:<46} {r['drain']:>8,.0f} {r['drain'] / base['drain']:>5.2f}x {r['steady']:>9,.0f} "
+              f"{cpu:>15} {r['enqueue']:>10,.0f} {r['enqueue'] / base['enqueue']:>5.2f}x {r['p50']:>7.1f} {r['p95']:>7.1f}")
+    quire = rows[-1]
+    print("(CPU: the worker or consumer process, its start-up included, + its database's Postgres processes)")
+    print(f"\nquire: single enqueue (one round trip each) {quire['single']:,.0f} tasks/s")
+    if quire["per_task"]:
+        calls, ms = quire["per_task"]
+        print(f"quire: {calls:.2f} statements and {ms:.3f} ms of Postgres time per task while draining")
+    for r in rows[1:]:
+        print(f"ratio to {base['label']}: {r['label']} drain {r['drain'] / base['drain']:.2f}x")
+    capped = [r for r in rows if r.get("capped")]
+    if capped:
+        print(f"ratio to {capped[0]['label']}: {quire['label']} drain {quire['drain'] / capped[0]['drain']:.2f}x")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--trickle", type=int, default=200, help="tasks enqueued one at a time for latency")
-    parser.add_argument("--concurrency", type=int, default=100, help="quire worker --concurrency")
+    parser.add_argument("--concurrency", type=int, default=64, help="quire worker --concurrency")
+    parser.add_argument("--runs", type=int, default=1, help="runs in a row; each run's ratio and the median")
     parser.add_argument("--quick", action="store_true", help="pgqueuer batch 10 only")
     parser.add_argument("--quire-only", action="store_true", help="no peers: Quire's figures alone")
     parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
@@ -214,38 +280,27 @@ def main() -> int:
     parser.add_argument("--dsn", help="the Postgres server to measure on (default: QUIRE_DATABASE_URL, else an "
                         "embedded server started for the run)")
     args = parser.parse_args()
+    if args.runs < 1 or args.tasks < 1 or args.concurrency < 1:
+        parser.error("--runs, --tasks and --concurrency must be at least 1")
     with bench_server(args.dsn, stat_statements=True) as pg:
         server = pg.dsn
         with db.connect(server) as conn:
             version = scalar(conn, "SHOW server_version")
+            jit = scalar(conn, "SHOW jit")
         stats = has_stat_statements(server)
-        print(f"PostgreSQL {version}, {os.cpu_count()} cores, {args.tasks:,} no-op tasks\n", flush=True)
-        rows = [] if args.quire_only else [
-            bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
-        if not args.quick and not args.quire_only:
-            rows.append(bench_peer(server, "pgqueuer (batch 250)", "pgqueuer", args.tasks, args.trickle, batch=250))
-            # The same cap on jobs in flight as the Quire worker's (pgqueuer has none by default).
-            rows.append(bench_peer(server, f"pgqueuer (batch 10, at most {args.concurrency} at once)", "pgqueuer",
-                                   args.tasks, args.trickle, batch=10, limit=args.concurrency) | {"capped": True})
-            rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
-                                   args.trickle, concurrency=10))
-        rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top,
-                                args.claim_ahead))
-        base = rows[0]  # the first row the ratios are against (Quire itself with --quire-only)
-        print(f"{'queue':<42} {'drain/s':>9} {'ratio':>6} {'enqueue/s':>10} {'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
-        for r in rows:
-            print(f"{r['label']:<42} {r['drain']:>9,.0f} {r['drain'] / base['drain']:>5.2f}x "
-                  f"{r['enqueue']:>10,.0f} {r['enqueue'] / base['enqueue']:>5.2f}x {r['p50']:>7.1f} {r['p95']:>7.1f}")
-        quire = rows[-1]
-        print(f"\nquire: single enqueue (one round trip each) {quire['single']:,.0f} tasks/s")
-        if quire["per_task"]:
-            calls, ms = quire["per_task"]
-            print(f"quire: {calls:.2f} statements and {ms:.3f} ms of Postgres time per task while draining")
-        for r in rows[1:]:
-            print(f"ratio to {base['label']}: {r['label']} drain {r['drain'] / base['drain']:.2f}x")
-        capped = [r for r in rows if r.get("capped")]
-        if capped:
-            print(f"ratio to {capped[0]['label']}: {quire['label']} drain {quire['drain'] / capped[0]['drain']:.2f}x")
+        print(f"PostgreSQL {version} (jit {jit}), {os.cpu_count()} cores, {args.tasks:,} no-op tasks\n", flush=True)
+        ratios = []
+        for n in range(args.runs):
+            before = load()
+            rows = one_run(server, args, stats)
+            print(f"\nrun {n + 1} of {args.runs}, load average {before} before, {load()} after")
+            print_run(rows)
+            if len(rows) > 1:
+                ratios.append((rows[-1]["drain"] / rows[0]["drain"], rows[-1]["steady"] / rows[0]["steady"]))
+        if len(ratios) > 1:
+            print(f"\nquire / pgqueuer batch 10, drain by run: {', '.join(f'{r:.2f}' for r, _ in ratios)} "
+                  f"(median {statistics.median(r for r, _ in ratios):.2f}); steady: "
+                  f"{', '.join(f'{s:.2f}' for _, s in ratios)}")
     return 0
 
 

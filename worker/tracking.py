@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 from psycopg import errors as pg_errors
 from psycopg import sql
@@ -20,18 +21,31 @@ _PASSED_ON = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", 
 
 
 def tracking_uri_beside(dsn: str, database: str = DEFAULT_DATABASE) -> str:
-    """The SQLAlchemy URL of `database` on the queue's server (a unix socket stays a socket)."""
-    from sqlalchemy.engine import URL
+    """The SQLAlchemy URL of `database` on the queue's server (a unix socket stays a socket).
 
+    Written out as SQLAlchemy's URL.render_as_string writes it, without importing SQLAlchemy: the
+    worker asks for this URL before it claims anything, and SQLAlchemy took a second or more to
+    import on a busy machine. MLflow parses it when an agent first traces.
+    """
     params = conninfo_to_dict(dsn)
     host = params.get("host") or None
     query = {k: params[k] for k in _PASSED_ON if params.get(k)}
     if host and host.startswith("/"):
         query["host"], host = host, None
-    port = params.get("port")
-    url = URL.create("postgresql+psycopg", username=params.get("user"), password=params.get("password"),
-                     host=host, port=int(port) if port else None, database=database, query=query)
-    return url.render_as_string(hide_password=False)
+    url = "postgresql+psycopg://"
+    if params.get("user") is not None:
+        url += quote(params["user"], safe=" +")
+        if params.get("password") is not None:
+            url += ":" + quote(str(params["password"]), safe=" +")
+        url += "@"
+    if host is not None:
+        url += f"[{host}]" if ":" in host else host
+    if params.get("port"):
+        url += f":{int(params['port'])}"
+    url += "/" + quote(database, safe=" +/")
+    if query:
+        url += "?" + "&".join(f"{quote_plus(k)}={quote_plus(str(query[k]))}" for k in sorted(query))
+    return url
 
 
 def ensure_database(dsn: str, database: str = DEFAULT_DATABASE) -> bool:

@@ -8,8 +8,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from schema.models import ReportStatus
 from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
 
@@ -92,6 +90,8 @@ class NoopExecutor(Executor):
 
     def _post(self, launch: Launch, report: dict[str, Any]) -> str | None:
         """Posts the signed report; returns why it failed, or None."""
+        import httpx  # only runs with a callback URL post: a worker without one never loads it
+
         from agents.callback import sign
 
         body = json.dumps(report).encode()
