@@ -22,10 +22,16 @@ from typing import Any
 from agents.amounts import money_values
 from agents.arithmetic import answer_problems, lower_confidence
 from agents.classify import Classification
+from agents.confidence import (
+    REVIEW_THRESHOLD,
+    attach_evidence,
+    calibrate,
+    document_confidence,
+    needs_review,
+    sums_check,
+)
 from agents.dates import find_dates
 from agents.einvoice import XML_CONFIDENCE, EInvoice
-from agents.confidence import (REVIEW_THRESHOLD, attach_evidence, calibrate, document_confidence, needs_review,
-                               sums_check)
 from agents.fields import CORE_FIELDS, FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields
 from agents.layout import DocView
 from agents.llm import ChatClient

@@ -13,7 +13,12 @@ import threading
 from pathlib import Path
 
 from agents.callback import (
-    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, app_bearer, resolve_secret,
+    CallbackClient,
+    CallbackFailed,
+    CallbackRejected,
+    Heartbeat,
+    app_bearer,
+    resolve_secret,
 )
 from agents.durable import is_volume_path, write_report
 from agents.errors import ConfigurationError, Stopped

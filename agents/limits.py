@@ -57,7 +57,7 @@ class Limits:
     ocr_min_dpi: float = 100              # below this a page is too large to OCR, and refused
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         return cls(max_pages=int(_env_number("QUIRE_MAX_PAGES", cls.max_pages)),
                    max_inflated_mb=_env_number("QUIRE_MAX_INFLATED_MB", cls.max_inflated_mb),
                    max_image_megapixels=_env_number("QUIRE_MAX_IMAGE_MEGAPIXELS", cls.max_image_megapixels),

@@ -14,7 +14,12 @@ from agents.classify import DOCUMENT_TYPES, Classification
 from agents.confidence import attach_evidence, document_confidence, needs_review, sums_check
 from agents.errors import ExtractionError
 from agents.fields import (
-    FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields, validate_fields,
+    FIELD_SPECS,
+    Extraction,
+    FieldValue,
+    Usage,
+    empty_fields,
+    validate_fields,
 )
 from agents.layout import DocView
 from agents.llm import ChatClient, parse_json_object

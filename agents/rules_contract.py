@@ -9,7 +9,14 @@ from agents.dates import find_dates
 from agents.fields import FieldValue, empty_fields
 from agents.layout import DocView, fold
 from agents.prose import (
-    LEGAL_FORM, after_phrases, amount_at, company_name, cut_name, date_at, legal_names, phrases,
+    LEGAL_FORM,
+    after_phrases,
+    amount_at,
+    company_name,
+    cut_name,
+    date_at,
+    legal_names,
+    phrases,
     usual_case,
 )
 

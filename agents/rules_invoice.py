@@ -8,12 +8,15 @@ from agents.amounts import dominant_currency
 from agents.arithmetic import is_tax_id, parse_invoice_amount, resolve_totals
 from agents.dates import add_days, find_dates
 from agents.fields import FieldValue, empty_fields
+from agents.issuer import find_issuer
 from agents.labels import (
-    LabelIndex, date_parser, parse_currency, parse_identifier,
+    LabelIndex,
+    date_parser,
+    parse_currency,
+    parse_identifier,
 )
 from agents.layout import DocView, fold
 from agents.line_items import find_headerless_items, find_tables
-from agents.issuer import find_issuer
 from agents.prose import usual_case
 
 

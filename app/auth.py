@@ -8,10 +8,10 @@ import hmac
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request

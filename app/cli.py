@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
 
 from schema.errors import QuireError, UnknownAgent
@@ -20,11 +21,9 @@ def _settings():
 
 def _prepare():
     """Migrates and applies quire.toml: only `migrate`, `up`, `serve` and `worker` do this."""
-    from schema import db
+    from schema import db, queue
     from schema.bootstrap import prepare_database
     from worker.agent_check import check_agents
-
-    from schema import queue
 
     dsn = prepare_database(_settings())
     with db.connect(dsn) as conn:
@@ -144,21 +143,21 @@ def cmd_status(args) -> int:
 
 def _when(text: str):
     """An ISO 8601 time for --until (UTC when it names no zone)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time (like 2026-01-31T18:00): {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def cmd_pause(args) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from schema import db, queue
 
-    if args.until is not None and args.until <= datetime.now(timezone.utc):
+    if args.until is not None and args.until <= datetime.now(UTC):
         raise ValueError("the time to resume must be in the future")
     with db.connect(_database()) as conn:
         agent = queue.pause_agent(conn, args.agent, actor=args.by, until=args.until, reason=args.reason)

@@ -17,9 +17,10 @@ import math
 import time
 import weakref
 from collections import Counter
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Hashable, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
@@ -139,7 +140,7 @@ class FigureCache:
             return held.read_at < since and now - held.read_at >= self.interval
         if fig.first_created is not None:
             # The chart's bucket grows with the span: a new bucket means new rows to read.
-            end = fig.flt.date_to or datetime.now(timezone.utc)
+            end = fig.flt.date_to or datetime.now(UTC)
             return bucket_for_span(fig.flt.date_from or fig.first_created, end) != fig.bucket
         return False
 
@@ -200,7 +201,7 @@ class FigureCache:
         self._generation += 1
 
 
-_caches: "weakref.WeakKeyDictionary[ConnectionPool, FigureCache]" = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[ConnectionPool, FigureCache] = weakref.WeakKeyDictionary()
 
 
 def for_pool(pool: ConnectionPool) -> FigureCache:

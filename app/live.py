@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from schema.stats import StreamEvent
 from worker.listener import Listener, ListenerConfig
@@ -22,7 +22,7 @@ class Subscription:
     `lagged` is set: the reader then catches up from the event log, which is durable.
     """
 
-    def __init__(self, group: set["Subscription"], max_events: int) -> None:
+    def __init__(self, group: set[Subscription], max_events: int) -> None:
         self._group = group
         self.max_events = max_events
         self.events: deque[StreamEvent] = deque()
@@ -59,7 +59,7 @@ class Subscription:
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def close(self) -> None:

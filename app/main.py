@@ -61,7 +61,7 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
             try:
                 # The worker's drain lasts up to the grace and its hand-back a few seconds more.
                 await asyncio.wait_for(task, timeout=settings.shutdown_grace_seconds + HAND_BACK_SECONDS)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 task.cancel()
 
     app.on_startup(start)
@@ -98,9 +98,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui.storage import Storage
 
     from app import auth, guard, live, services, sockets
-    from app.api import (agents, callbacks, docs, events, export, foresight, health, review, session, summary,
-                         tasks)
-    from app.pages import dashboard, login, review as review_page, task_detail, upload  # noqa: F401  (registers the pages)
+    from app.api import agents, callbacks, docs, events, export, foresight, health, review, session, summary, tasks
+    from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,9 +45,7 @@ def coerce(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
                 out[name] = None
             elif kind == "amount" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[name] = float(value)
-            elif kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
-                out[name] = value
-            elif kind == "list" and isinstance(value, (list, dict)):
+            elif (kind == "integer" and isinstance(value, int) and not isinstance(value, bool)) or (kind == "list" and isinstance(value, (list, dict))):
                 out[name] = value
             else:
                 raise ValueError(f"expected {'text' if kind in ('date', 'currency', 'text') else kind}, "
@@ -180,7 +178,7 @@ EXPORT_HEAD = ["review_id", "task_id", "agent", "customer", "document_name", "do
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(timezone.utc).replace(tzinfo=None) if value is not None else None
+    return value.astimezone(UTC).replace(tzinfo=None) if value is not None else None
 
 
 def _cell(value: Any) -> Any:

@@ -5,21 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from psycopg_pool import ConnectionPool
 
 from app import figure_cache
-from app.figure_cache import in_thread as _in_thread
 from app.documents import CheckedDocument, DocumentRejected, check_files, readable_where_it_runs, store_document
+from app.figure_cache import in_thread as _in_thread
 from schema import queue, rollups, stats, waiting
 from schema.errors import InvalidArgument, InvalidTransition, NotFound, QuireError, UnknownAgent
-from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, TERMINAL_STATUSES, Agent, Task,
-                           TaskStatus)
+from schema.models import (
+    DEFAULT_PRIORITY,
+    MAX_DOCUMENT_NAME_CHARS,
+    MAX_NAME_CHARS,
+    TERMINAL_STATUSES,
+    Agent,
+    Task,
+    TaskStatus,
+)
 from schema.settings import Settings, get_settings
 from schema.stats import Charts, StreamEvent, Summary, TaskCount, TaskFilter, TaskRow
 
@@ -65,11 +73,11 @@ def _moment(value: str | None, *, end: bool) -> datetime | None:
     try:
         if len(value) == 10:
             day = date.fromisoformat(value)
-            moment = datetime.combine(day, time(), tzinfo=timezone.utc)
+            moment = datetime.combine(day, time(), tzinfo=UTC)
         else:
             moment = datetime.fromisoformat(value)
-            moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-        day = moment.astimezone(timezone.utc).date()
+            moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        day = moment.astimezone(UTC).date()
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"Dates must be {_DATE_BOUNDS} (ISO, like 2026-03-01): not {value[:40]!r}") from exc
     if not FIRST_DATE <= day <= LAST_DATE:
@@ -191,7 +199,7 @@ async def pause_agent(pool: ConnectionPool, agent: str, *, actor: str, until: da
     """Pauses an agent: running tasks finish, nothing new starts until `until` or a resume."""
     check_text("reason", reason)
     if until is not None and until.tzinfo is None:
-        until = until.replace(tzinfo=timezone.utc)
+        until = until.replace(tzinfo=UTC)
     agent_row = await _in_thread(pool, queue.pause_agent, agent, actor=actor, until=until, reason=reason)
     forget_live(pool)
     return agent_row

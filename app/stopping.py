@@ -6,7 +6,8 @@ import asyncio
 import logging
 import signal
 import threading
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from schema import worker_queries
 

@@ -23,8 +23,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction import load_cases  # noqa: E402
-from bench.extraction_scoring import score_document  # noqa: E402
+from bench.extraction import load_cases
+from bench.extraction_scoring import score_document
 
 GROUPS = ("issuer", "invoice_number", "issue_date", "total", "currency")
 BUCKETS = (0.0, 0.5, 0.8, 0.9, 0.97, 1.01)

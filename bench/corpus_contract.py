@@ -9,8 +9,20 @@ from decimal import Decimal
 
 from bench.corpus_contract_filler import FillerWriter
 from bench.corpus_contract_text import (
-    AND, COURTS, EFFECTIVE, FEES, GOVERNING_LAW, HEADINGS, LAW_BY_LOCALE, PARTY, PREAMBLE,
-    RENEWAL, ROLES, TERM, TITLES, term_phrase,
+    AND,
+    COURTS,
+    EFFECTIVE,
+    FEES,
+    GOVERNING_LAW,
+    HEADINGS,
+    LAW_BY_LOCALE,
+    PARTY,
+    PREAMBLE,
+    RENEWAL,
+    ROLES,
+    TERM,
+    TITLES,
+    term_phrase,
 )
 from bench.corpus_locale import Formatter, Locale, money, pick_formatter, pick_locale
 from bench.corpus_names import COUNTRY_NAMES, Company, make_company, partner_country

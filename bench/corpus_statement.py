@@ -12,7 +12,14 @@ from bench.corpus_locale import Formatter, Locale, pick_formatter, pick_locale
 from bench.corpus_names import Company, make_company
 from bench.corpus_pdf import DocPDF, FontChoice, pick_font
 from bench.corpus_statement_text import (
-    BALANCE_ROWS, BOLD_ROWS, INCOME_ROWS, NOTES, ROW_LABELS, SECTIONS, TITLES, UNIT_LINES,
+    BALANCE_ROWS,
+    BOLD_ROWS,
+    INCOME_ROWS,
+    NOTES,
+    ROW_LABELS,
+    SECTIONS,
+    TITLES,
+    UNIT_LINES,
 )
 
 

@@ -31,19 +31,19 @@ import statistics
 import sys
 import threading
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
+import psycopg
+from psycopg import sql
 
-from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
-from schema import db, queue, rollups, stats  # noqa: E402
-from schema.migrate import migrate  # noqa: E402
-from schema.sql import q  # noqa: E402
-from schema.stats import TaskFilter  # noqa: E402
+from bench.pgserver import bench_server, has_stat_statements
+from schema import db, queue, rollups, stats
+from schema.migrate import migrate
+from schema.sql import q
+from schema.stats import TaskFilter
 
 AGENTS = 4
 CUSTOMERS = 50
@@ -143,7 +143,7 @@ def filters() -> dict[str, TaskFilter]:
     week_ago = date.today() - timedelta(days=7)
     return {"none": TaskFilter(), "one agent": TaskFilter(agents=("agent-1",)),
             "one customer": TaskFilter(customers=("customer-20",)),
-            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=timezone.utc)),
+            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=UTC)),
             "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True)}
 
 

@@ -148,7 +148,7 @@ class Workload:
         self.threads = [threading.Thread(target=self._submit, daemon=True)]
         self.threads += [threading.Thread(target=self._work, args=(a,), daemon=True) for a in AGENTS]
 
-    def __enter__(self) -> "Workload":
+    def __enter__(self) -> Workload:
         with db.connect(self.dsn) as conn:
             for agent, cap in AGENTS.items():
                 queue.configure_agent(conn, agent, max_concurrent_tasks=cap)

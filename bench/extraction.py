@@ -22,15 +22,18 @@ import math
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 if __package__ in (None, ""):
     # Run as a script: make the repository root importable for `bench.*` and `agents.*`.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction_scoring import (  # noqa: E402
-    CORE_FIELDS, FIELDS_BY_TYPE, predicted_value, score_document,
+from bench.extraction_scoring import (
+    CORE_FIELDS,
+    FIELDS_BY_TYPE,
+    predicted_value,
+    score_document,
 )
 
 ExtractFn = Callable[..., dict]

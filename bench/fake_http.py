@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class FakeHttpServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815 (http.server naming)
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, *args: Any) -> None:
                 pass

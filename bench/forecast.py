@@ -32,10 +32,10 @@ import httpx
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import generate_document, kind_for  # noqa: E402
-from bench.fake_http import FakeHttpServer, Request  # noqa: E402
-from bench.pgserver import bench_server  # noqa: E402
-from bench.realworld.scan import scan_pdf  # noqa: E402
+from bench.corpus import generate_document, kind_for
+from bench.fake_http import FakeHttpServer, Request
+from bench.pgserver import bench_server
+from bench.realworld.scan import scan_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-forecast-token"

@@ -27,7 +27,6 @@ def _payload(stamp: bool) -> bytes:
 async def _pgq_driver(dsn: str):
     import asyncpg
     from pgqueuer import AsyncpgDriver
-
     from psycopg.conninfo import conninfo_to_dict
 
     # Quire hands over libpq conninfo (a URL or key=value pairs); asyncpg takes keywords.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -282,7 +282,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         warning = (f"Agent {agent} cannot run: {spec.cannot_run}. Its documents wait until that is fixed, "
                    "so this ETA does not hold.")
     elif spec.throttled_until is not None:
-        paused = (spec.throttled_until - datetime.now(timezone.utc)).total_seconds()
+        paused = (spec.throttled_until - datetime.now(UTC)).total_seconds()
         if paused > 0:
             eta += paused
             warning = f"The model endpoint paused agent {agent} for {paused:,.0f} s more (Retry-After)."

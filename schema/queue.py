@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -18,10 +19,28 @@ from psycopg.types.json import Jsonb
 from schema import payloads
 from schema.admission import Candidate, Load, admit
 from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent, UnknownAttempt, UnknownTask
-from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_URI_CHARS,
-                           MIN_PRIORITY, Agent, Attempt, AttemptStatus, CallbackKind, CallbackOutcome, Claim,
-                           ReportStatus, Task, TaskStatus, agent_from_row, attempt_from_row, claim_from_row,
-                           event_from_row, task_from_row)
+from schema.models import (
+    DEFAULT_PRIORITY,
+    MAX_DOCUMENT_NAME_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PRIORITY,
+    MAX_URI_CHARS,
+    MIN_PRIORITY,
+    Agent,
+    Attempt,
+    AttemptStatus,
+    CallbackKind,
+    CallbackOutcome,
+    Claim,
+    ReportStatus,
+    Task,
+    TaskStatus,
+    agent_from_row,
+    attempt_from_row,
+    claim_from_row,
+    event_from_row,
+    task_from_row,
+)
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
 from schema.sql import require_idle as _require_idle
@@ -588,7 +607,7 @@ def throttle_recover(conn: psycopg.Connection, successes: Mapping[str, int], *,
 def _adapt_throttle(conn: psycopg.Connection, task: Mapping[str, Any], attempt_id: int,
                     report: payloads.Report, now: datetime | None) -> None:
     if report.rate_limited:
-        limited_at = (datetime.fromtimestamp(report.rate_limited_at, timezone.utc)
+        limited_at = (datetime.fromtimestamp(report.rate_limited_at, UTC)
                       if report.rate_limited_at is not None else None)
         throttle_back_off(conn, task["agent"], attempt_id, count=report.rate_limited,
                           retry_after=report.pause_seconds, limited_at=limited_at,

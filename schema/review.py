@@ -15,8 +15,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema import stats
-from schema.figures import snapshot
 from schema.errors import InvalidArgument, NotFound, QuireError
+from schema.figures import snapshot
 from schema.sql import fetch_all, fetch_one
 
 DEFAULT_LEASE_SECONDS = 600

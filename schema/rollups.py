@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -18,8 +18,8 @@ ALL, MONTH, DAY, HOUR = "a", "m", "d", "h"
 TOTALS_GRAINS = {True: (ALL, MONTH, DAY, HOUR), False: (ALL, MONTH, DAY)}
 BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
 # Sentinels for an unbounded or empty range: timestamptz holds both.
-NEVER_BEFORE = datetime(1, 1, 1, tzinfo=timezone.utc)
-NEVER_AFTER = datetime(9999, 12, 31, tzinfo=timezone.utc)
+NEVER_BEFORE = datetime(1, 1, 1, tzinfo=UTC)
+NEVER_AFTER = datetime(9999, 12, 31, tzinfo=UTC)
 EMPTY = (NEVER_BEFORE, NEVER_BEFORE)
 # A read adds the marks not folded yet to the folded rows (exact figures) when at most this many
 # wait; beyond that (a bulk load, a backfill) it answers from what is folded and says it is catching
@@ -33,7 +33,7 @@ LOG_FACTOR = 1.25
 
 
 def _floor(t: datetime, grain: str) -> datetime:
-    t = t.astimezone(timezone.utc)
+    t = t.astimezone(UTC)
     if grain == MONTH:
         return t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     if grain == DAY:
@@ -49,7 +49,7 @@ def _next(t: datetime, grain: str) -> datetime:
             return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
         return t + (timedelta(days=1) if grain == DAY else timedelta(hours=1))
     except (OverflowError, ValueError):  # the last bucket Python's dates hold: it runs to the end
-        return NEVER_AFTER if t < NEVER_AFTER else datetime.max.replace(tzinfo=timezone.utc)
+        return NEVER_AFTER if t < NEVER_AFTER else datetime.max.replace(tzinfo=UTC)
 
 
 def plan(date_from: datetime | None, date_to: datetime | None,

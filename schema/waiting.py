@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Iterable, TypeVar
+from typing import TypeVar
 
 import psycopg
 

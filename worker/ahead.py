@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from schema.models import Claim
 from worker.claim_config import ClaimerConfig

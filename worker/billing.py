@@ -11,9 +11,10 @@ query the warehouse refuses (a missing grant, say) changes nothing and is tried 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from schema import billing
 from worker import logs

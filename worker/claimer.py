@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import psycopg
 
@@ -16,8 +16,8 @@ from worker import logs
 from worker.ahead import ClaimedAhead
 from worker.claim_config import ClaimerConfig
 from worker.counters import WorkerCounters
-from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
+from worker.metrics import observe_claim_latency
 from worker.runs import RunTable
 
 
@@ -238,7 +238,7 @@ class Claimer:
 
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         throttled = sorted(name for name, a in agents.items()
                            if a.throttled and a.executor in self.executors and not a.cannot_run
                            and not a.paused(now))
@@ -368,7 +368,7 @@ class Claimer:
 
     def _pause_ends_in(self) -> float | None:
         """Seconds until the first agent paused until a time resumes by itself (nothing notifies then)."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         ends = [(a.paused_until - now).total_seconds() for a in self._agents.values()
                 if a.paused(now) and a.paused_until is not None]
         return max(0.0, min(ends)) if ends else None

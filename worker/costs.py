@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from schema import worker_queries
 from worker import logs
@@ -98,7 +99,7 @@ class CostReconciler:
         self._nothing_to_record: set[int] = set()
         self._verified_up_to = 0
 
-    def _read(self, trace_id: str) -> TraceUsage | None | Exception:
+    def _read(self, trace_id: str) -> TraceUsage | Exception | None:
         """The trace's usage; None if it has none; the exception if the store could not be read."""
         try:
             if self._get_trace is None:

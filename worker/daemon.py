@@ -10,9 +10,9 @@ import os
 import secrets
 import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from schema import db, queue
 from schema.settings import Settings

@@ -6,8 +6,9 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 
@@ -228,5 +229,5 @@ class Listener:
         """Waits `seconds`, or less if stopped."""
         try:
             await asyncio.wait_for(stop.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass

@@ -7,9 +7,10 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
 log = logging.getLogger("quire.worker")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.registry import Collector
@@ -70,7 +70,7 @@ PROCESS = Metrics({}, histograms=tuple(HISTOGRAMS))
 
 def observe_claim_latency(claims) -> None:
     """How long each claimed task waited after it became claimable (created, or its backoff ended)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for claim in claims:
         ready = max(claim.task.created_at, claim.task.run_after)
         PROCESS.observe("quire_claim_latency_seconds", max((now - ready).total_seconds(), 0.0))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from schema import db, queue, settlement
 from schema.errors import InvalidPayload, QuireError
@@ -13,8 +14,8 @@ from schema.models import Agent, AttemptStatus, Claim, ReportStatus, TaskStatus
 from schema.stats import StreamEvent
 from worker import logs
 from worker.counters import WorkerCounters
-from worker.metrics import PROCESS, observe_report
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
+from worker.metrics import PROCESS, observe_report
 
 
 @dataclass

@@ -28,7 +28,7 @@ class Wakeup:
         """Waits until set or timed out; True if it was set, and then the flag is cleared."""
         try:
             await asyncio.wait_for(self.event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         # Consumed before cleared: a set() from now on schedules a new event.set after this clear.
         self._pending = False

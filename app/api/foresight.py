@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from fastapi import APIRouter, Depends, HTTPException, Path as PathParam, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import Path as PathParam
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 

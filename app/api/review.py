@@ -4,10 +4,12 @@ export of approved data, and review events as Server-Sent Events."""
 from __future__ import annotations
 
 import time
-from datetime import date, datetime, timezone
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime
+from typing import Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Path as PathParam, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
@@ -156,7 +158,7 @@ def _export_route(kind: str):
     async def route(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
                     pool: ConnectionPool = Depends(get_pool)) -> Response:
         data = await reviews.export(pool, flt, kind)
-        name = f"quire-approved-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.{kind}"
+        name = f"quire-approved-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.{kind}"
         return Response(content=data, media_type=reviews.EXPORT_MEDIA_TYPES[kind],
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
     route.__doc__ = (f"Approved documents for the dashboard's filters as {kind.upper()}: every field as approved "

@@ -15,6 +15,7 @@ from app.services import STATUSES, catching_up_note, make_filter
 from schema.models import Attempt, Task, TaskEvent
 from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
 
+
 def filter_query(
     date_from: str | None = Query(None, description="created at or after (ISO date or datetime)"),
     date_to: str | None = Query(None, description="created before; a plain date includes that day"),
@@ -135,7 +136,7 @@ class SummaryOut(BaseModel):
     note: str | None = None
 
     @classmethod
-    def of(cls, summary: Summary, charts: dict[str, Any]) -> "SummaryOut":
+    def of(cls, summary: Summary, charts: dict[str, Any]) -> SummaryOut:
         tokens = summary.input_tokens + summary.output_tokens
         return cls(counts=summary.counts, total=summary.total, input_tokens=summary.input_tokens,
                    output_tokens=summary.output_tokens,

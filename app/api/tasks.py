@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
-from fastapi import (APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Request, Response,
-                     UploadFile)
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from nicegui import ui
 
 from app.components import format as fmt
 from app.services import SubmitResult, Upload
 from schema.models import TERMINAL_STATUSES
-
 
 
 @dataclass

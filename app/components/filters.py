@@ -6,7 +6,7 @@ a reload keeps them, and a link shares them.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlencode
 
 from nicegui import ui
@@ -27,7 +27,7 @@ class FilterValues:
         self.review = review
 
     @classmethod
-    def from_query(cls, query: Mapping[str, list[str]]) -> "FilterValues":
+    def from_query(cls, query: Mapping[str, list[str]]) -> FilterValues:
         """From parsed query parameters (every key a list, as Starlette's `getlist` gives)."""
         first = lambda key: (query.get(key) or [None])[0]  # noqa: E731
         return cls(first("from"), first("to"), [s for s in query.get("status", []) if s in STATUSES],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 DASH = "—"
@@ -106,12 +106,12 @@ def when(moment: datetime | None) -> str:
     """A timestamp in UTC, to the second."""
     if moment is None:
         return DASH
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def until(moment: datetime, now: datetime | None = None) -> str:
     """When something ends, as a person says it: "in 40 s", "in 3 h 05 min", or the time past a day."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     seconds = (moment - now).total_seconds()
     if seconds <= 0:
         return "any moment now"
@@ -131,7 +131,7 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
     """How long ago, as a person says it ("just now", "3 min ago", "yesterday"); a date past a week."""
     if moment is None:
         return DASH
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     seconds = (now - moment).total_seconds()
     if seconds < 0:
         return "just now" if seconds > -60 else when(moment)
@@ -148,7 +148,7 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
         return "yesterday"
     if days < 7:
         return f"{days} days ago"
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
 def plural(n: int | None, word: str) -> str:

@@ -3,8 +3,9 @@ of keys, and the phone's read-only view with approve and reject."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from nicegui import ui
 

@@ -4,8 +4,9 @@ for every task the filter selects (counted first, with an undo window)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from nicegui import app, ui
 
@@ -155,7 +156,7 @@ def waiting_text(reason: str | None, until: datetime | None, now: datetime | Non
     words = REASON_WORDS[WaitReason(reason)]
     if until is None:
         return words
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"{words} · {fmt.until(until, now)}"
 
 
@@ -272,7 +273,7 @@ class TaskTable:
             current = current and counted
         total = count.n
         self.pagination["rowsNumber"] = total
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         self.table.rows = [table_row(r, now) for r in rows]
         self.table.pagination = dict(self.pagination)
         self.count_label.text = f"{total:,} matching" if count.exact else f"about {fmt.approx(total)} matching"

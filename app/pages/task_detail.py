@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import Request
 from nicegui import app, ui
@@ -37,7 +37,7 @@ def edit_text(edit: dict) -> str:
 def time_split(task: Task, now: datetime | None = None) -> tuple[float | None, float, float | None]:
     """Seconds queued, held by an operator, and running (the attempts' own times, summed): three
     figures apart, so a hold never reads as a slow queue."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     held = task.held_seconds or 0.0
     if task.held and task.status.value == "enqueued":
         held = max((now - task.created_at).total_seconds(), 0.0)

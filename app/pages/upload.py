@@ -46,12 +46,11 @@ class UploadForm:
         self.pool = app.state.pool
         self.settings = app.state.settings
         self.toast: ui.notification | None = None
-        with ui.row().classes("w-full items-end justify-between"):
-            with ui.column().classes("gap-0"):
-                ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
-                ui.label("Invoices, contracts and financial statements as PDF; e-invoices as XML (FatturaPA, "
-                         "UBL, CII) or signed .p7m. Every file is checked before "
-                         "anything is stored; a file submitted before is offered, not run twice.") \
+        with ui.row().classes("w-full items-end justify-between"), ui.column().classes("gap-0"):
+            ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
+            ui.label("Invoices, contracts and financial statements as PDF; e-invoices as XML (FatturaPA, "
+                     "UBL, CII) or signed .p7m. Every file is checked before "
+                     "anything is stored; a file submitted before is offered, not run twice.") \
                     .classes("quire-muted")
         if self.rights is None:
             ui.label(no_submit_reason(who) + ".").classes("quire-muted").props('data-testid="upload-refused"')

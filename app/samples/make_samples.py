@@ -7,13 +7,13 @@ repository, and the fixed creation date makes the output byte-identical on every
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fpdf import FPDF
 
 HERE = Path(__file__).parent
-CREATED = datetime(2024, 6, 1, tzinfo=timezone.utc)
+CREATED = datetime(2024, 6, 1, tzinfo=UTC)
 INK, MUTED, RULE = (20, 32, 52), (100, 112, 130), (205, 212, 222)
 
 

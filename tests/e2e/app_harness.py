@@ -12,9 +12,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import httpx
 import psycopg
@@ -76,7 +76,7 @@ class AppServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout: float = 40.0) -> "AppServer":
+    def start(self, *, timeout: float = 40.0) -> AppServer:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("QUIRE_", "PYTEST_", "DATABRICKS_", "NICEGUI_"))}
         env.update(QUIRE_DATABASE_URL=self.dsn, QUIRE_DATA_DIR=str(self.data_dir), QUIRE_PORT=str(self.port),

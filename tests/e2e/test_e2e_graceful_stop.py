@@ -14,8 +14,16 @@ import httpx
 import pytest
 
 from schema import db, queue
-from tests.worker_helpers import (QUIRE_BIN, Proc, free_port, make_invoice_pdf, quire, quire_env,
-                                  wait_for_http, wait_until)
+from tests.worker_helpers import (
+    QUIRE_BIN,
+    Proc,
+    free_port,
+    make_invoice_pdf,
+    quire,
+    quire_env,
+    wait_for_http,
+    wait_until,
+)
 
 TOKEN = "stop-test-token"
 

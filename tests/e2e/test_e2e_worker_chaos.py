@@ -8,9 +8,17 @@ import time
 import pytest
 
 from schema import db, queue
-from tests.worker_helpers import (Proc, counts_by_status, free_port, kill_orphan_agents, make_invoice_pdf,
-                                  quire, quire_env, wait_for_http)
 from tests.waiting import wait_until
+from tests.worker_helpers import (
+    Proc,
+    counts_by_status,
+    free_port,
+    kill_orphan_agents,
+    make_invoice_pdf,
+    quire,
+    quire_env,
+    wait_for_http,
+)
 
 BULK_TASKS = 195
 DOCUMENT_TASKS = 5

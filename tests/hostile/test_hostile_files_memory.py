@@ -3,8 +3,8 @@ process stays within APP_GROWTH_BOUND of where it was."""
 
 from __future__ import annotations
 
-from tests.hostile.memory import MB, peak, reset_peak
 from bench.hostile_pdfs import deflate_bomb, huge_page, text_pdf
+from tests.hostile.memory import MB, peak, reset_peak
 
 # The app's peak resident memory may grow this much while it checks the bombs below. Before the
 # checks ran in a child, one 100 MB deflate bomb took the app from 442 MB to 1,571 MB.

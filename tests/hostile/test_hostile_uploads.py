@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
+from bench.hostile_pdfs import text_pdf
 from schema import queue
 from tests.e2e.app_harness import TOKEN, start_app
 from tests.hostile.memory import MB, peak, reset_peak
-from bench.hostile_pdfs import text_pdf
 from tests.waiting import wait_until
 
 # The app's peak resident memory may grow this much while it receives 140 MB of documents in one

@@ -16,9 +16,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from agents.callback import derive_attempt_secret, sign

@@ -1,14 +1,13 @@
 """Learned tokens per page feed new reservations; rate limits back an agent off (AIMD) and it recovers."""
 
-import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
 from schema import queue
 from tests.factories import make_agent
 
-T0 = datetime(2031, 6, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2031, 6, 1, 9, 0, tzinfo=UTC)
 
 
 def report(tokens: int, pages: int, **more) -> dict:

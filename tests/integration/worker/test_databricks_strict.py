@@ -15,7 +15,15 @@ from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_apps_proxy import FakeAppsProxy
 from tests.integration.worker.fake_databricks import PAT
 from tests.integration.worker.test_worker_databricks_agent import (  # noqa: F401 (fixtures)
-    AGENT_SP, DOCUMENT, EXPERIMENT, RUNTIME_TOKEN, VOLUME, fake, proxy, run_to_the_end, worker,
+    AGENT_SP,
+    DOCUMENT,
+    EXPERIMENT,
+    RUNTIME_TOKEN,
+    VOLUME,
+    fake,
+    proxy,
+    run_to_the_end,
+    worker,
 )
 from tests.worker_helpers import serve_in_thread, wait_until
 

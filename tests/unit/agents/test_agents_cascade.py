@@ -6,8 +6,8 @@ import pytest
 
 from agents.cascade import CascadeExtractor, full_llm_tokens, review_threshold
 from agents.classify import classify
-from agents.confidence import REVIEW_THRESHOLD, calibrate
 from agents.cli import apply_run_settings, build_parser
+from agents.confidence import REVIEW_THRESHOLD, calibrate
 from agents.fields import FIELD_SPECS, Usage
 from agents.layout import DocView
 from agents.offline import offline_fields
