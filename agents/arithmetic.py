@@ -61,7 +61,7 @@ def _options(candidates: list, limit: int = 4) -> list[tuple[float | None, float
             continue
         seen[value] = max(seen.get(value, 0.0), cand.confidence)
     ranked = sorted(seen.items(), key=lambda kv: -kv[1])[:limit]
-    return ranked + [(None, 0.0)]
+    return [*ranked, (None, 0.0)]
 
 
 def resolve_totals(fields: dict[str, FieldValue], readings: dict[str, list]) -> list[str]:

@@ -50,7 +50,7 @@ _KEYWORDS: dict[str, dict[str, float]] = {
         "precio unitario": 1.5, "cantidad": 0.5, "forma de pago": 1.5, "recibo": 2,
         # pt
         "fatura": 3, "nota fiscal": 3, "numero da fatura": 3, "data de emissao": 2,
-        "data de vencimento": 2, "valor total": 1.5, "cnpj": 1.5, "nif": 1, "recibo": 2,
+        "data de vencimento": 2, "valor total": 1.5, "cnpj": 1.5,
         "preco unitario": 1.5, "quantidade": 0.5, "impostos": 1, "fatura-recibo": 3,
     },
     "contract": {

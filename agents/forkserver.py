@@ -20,6 +20,7 @@ on their own, as runs the worker starts directly do.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import importlib
 import json
@@ -235,10 +236,8 @@ def main() -> int:
         threading._shutdown()
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 

@@ -80,7 +80,7 @@ _NUMBER_WORDS = {
     "uno": 1, "un": 1, "una": 1, "due": 2, "tre": 3, "quattro": 4, "cinque": 5, "sei": 6,
     "sette": 7, "otto": 8, "nove": 9, "dieci": 10, "undici": 11, "dodici": 12,
     "diciotto": 18, "ventiquattro": 24, "trentasei": 36, "quarantotto": 48, "sessanta": 60,
-    "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "six": 6, "sept": 7, "huit": 8,
+    "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8,
     "neuf": 9, "dix": 10, "onze": 11, "douze": 12, "dix-huit": 18, "vingt-quatre": 24,
     "trente-six": 36, "quarante-huit": 48, "soixante": 60,
     "ein": 1, "eine": 1, "einen": 1, "einem": 1, "zwei": 2, "drei": 3, "vier": 4, "funf": 5,

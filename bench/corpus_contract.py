@@ -144,7 +144,7 @@ def render_contract(spec: ContractSpec, filler_pages: int) -> tuple[bytes, int]:
     pdf.ln(4)
     pdf.para(PREAMBLE[lang].format(title=TITLES[lang][spec.kind].title(),
                                    signing=fmt.date(spec.signing_date)), align="L")
-    names = list(roles) + [ROLES[lang]["third"]]
+    names = [*roles, ROLES[lang]["third"]]
     for i, company in enumerate(spec.parties):
         pdf.para(f"({i + 1}) " + _party_text(spec, company, names[i]), align="L", gap=1)
         if i < len(spec.parties) - 1:

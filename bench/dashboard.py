@@ -151,22 +151,26 @@ def _old(conn, query: str, flt: TaskFilter) -> list:
     return conn.execute(sql.SQL(query).format(task_filter=sql.SQL(q("task_filter"))), flt.params()).fetchall()
 
 
+def _timings(conn, flt: TaskFilter, direct, runs: int, baseline_runs: int) -> dict[str, float | None]:
+    """p50 ms of each figure for one filter, new and old."""
+    return {"summary": timed(lambda: stats.stats_summary_filtered(conn, flt), runs),
+            "charts": timed(lambda: stats.stats_charts_filtered(conn, flt), runs),
+            "first page": timed(lambda: (stats.task_list_keyset(conn, flt, limit=25),
+                                         stats.task_count(conn, flt)), runs),
+            "old summary": timed(lambda: stats.stats_summary_direct(conn, flt), baseline_runs),
+            "old charts": timed(lambda: stats.stats_charts_direct(
+                conn, flt, start=direct.first_created_at, end=direct.last_activity_at), baseline_runs),
+            "old first page": timed(lambda: (_old(conn, OLD_FIRST_PAGE, flt), _old(conn, OLD_COUNT, flt)),
+                                    baseline_runs)}
+
+
 def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
     """p50 ms per filter and figure, through the rollups and through the direct aggregates."""
     rows = []
     with db.connect(dsn) as conn:
         for name, flt in filters().items():
             direct = stats.stats_summary_direct(conn, flt)
-            row = {"filter": name,
-                   "summary": timed(lambda: stats.stats_summary_filtered(conn, flt), runs),
-                   "charts": timed(lambda: stats.stats_charts_filtered(conn, flt), runs),
-                   "first page": timed(lambda: (stats.task_list_keyset(conn, flt, limit=25),
-                                                stats.task_count(conn, flt)), runs),
-                   "old summary": timed(lambda: stats.stats_summary_direct(conn, flt), baseline_runs),
-                   "old charts": timed(lambda: stats.stats_charts_direct(
-                       conn, flt, start=direct.first_created_at, end=direct.last_activity_at), baseline_runs),
-                   "old first page": timed(lambda: (_old(conn, OLD_FIRST_PAGE, flt), _old(conn, OLD_COUNT, flt)),
-                                           baseline_runs)}
+            row = {"filter": name, **_timings(conn, flt, direct, runs, baseline_runs)}
             count = stats.task_count(conn, flt)
             if not count.exact or count.n != direct.total:
                 raise AssertionError(f"the table's total for {name} is {count}, the recount {direct.total}")

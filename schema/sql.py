@@ -14,7 +14,7 @@ def _load(directory: Path) -> dict[str, str]:
     for path in sorted(directory.glob("*.sql")):
         text = path.read_text()
         marks = list(_NAME.finditer(text))
-        for mark, following in zip(marks, marks[1:] + [None]):
+        for mark, following in zip(marks, [*marks[1:], None]):
             body = text[mark.end(): following.start() if following else len(text)].strip()
             name = mark.group(1)
             if name in queries:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -227,7 +228,5 @@ class Listener:
     @staticmethod
     async def _sleep(stop: asyncio.Event, seconds: float) -> None:
         """Waits `seconds`, or less if stopped."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
-        except TimeoutError:
-            pass

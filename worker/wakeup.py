@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 
 class Wakeup:
@@ -19,10 +20,8 @@ class Wakeup:
         if self._pending:
             return
         self._pending = True
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
             self.loop.call_soon_threadsafe(self.event.set)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
 
     async def wait(self, timeout: float | None) -> bool:
         """Waits until set or timed out; True if it was set, and then the flag is cleared."""

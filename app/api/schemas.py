@@ -15,11 +15,13 @@ from app.services import STATUSES, catching_up_note, make_filter
 from schema.models import Attempt, Task, TaskEvent
 from schema.stats import StreamEvent, Summary, TaskFilter, TaskRow
 
+_STATUS_HELP = f"any of {', '.join(STATUSES)}; repeatable"
+
 
 def filter_query(
     date_from: str | None = Query(None, description="created at or after (ISO date or datetime)"),
     date_to: str | None = Query(None, description="created before; a plain date includes that day"),
-    status: list[str] = Query([], description=f"any of {', '.join(STATUSES)}; repeatable"),
+    status: list[str] = Query([], description=_STATUS_HELP),
     agent: list[str] = Query([], description="repeatable"),
     customer: list[str] = Query([], description="repeatable"),
     needs_review: bool = Query(False, description="only completed tasks with a low confidence"),

@@ -91,7 +91,7 @@ def duration(seconds: float | None) -> str:
         return f"{seconds * 1000:,.0f} ms"
     if seconds < 60:
         return f"{seconds:,.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)

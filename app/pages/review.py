@@ -347,10 +347,10 @@ class ReviewDesk:
             await self.viewer.show(self.viewer.page - 1)
 
     async def keep_lease(self) -> None:
-        if self.mine and self.item is not None:
-            if not await reviews.extend(self.pool, self.settings, self.item.id, self.item.claim_token, self.who.name):
-                self.lost("Your claim on this document ended (re-extracted, decided or taken over). "
-                          "Nothing more will be saved.")
+        if self.mine and self.item is not None and not await reviews.extend(
+                self.pool, self.settings, self.item.id, self.item.claim_token, self.who.name):
+            self.lost("Your claim on this document ended (re-extracted, decided or taken over). "
+                      "Nothing more will be saved.")
 
     def watch(self) -> None:
         """Tells the reviewer at once when someone else decides or re-extracts the document held."""

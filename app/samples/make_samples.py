@@ -117,7 +117,7 @@ def contract(spec: dict) -> Sheet:
         pdf.paragraph(text)
     pdf.ln(6)
     pdf.set_font("Helvetica", "", 9)
-    for party in spec["signatories"]:
+    for _ in spec["signatories"]:
         pdf.cell(87, 5, "_" * 38)
     pdf.ln(6)
     for party in spec["signatories"]:

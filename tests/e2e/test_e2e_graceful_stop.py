@@ -6,6 +6,7 @@ spending attempt budget; the app serves callbacks until the runs in flight have 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from pathlib import Path
@@ -73,10 +74,8 @@ def events(proc: Proc) -> list[dict]:
     found = []
     for line in proc.log_text().splitlines():
         if "{" in line:
-            try:
+            with contextlib.suppress(ValueError):
                 found.append(json.loads(line[line.index("{"):]))
-            except ValueError:
-                pass
     return found
 
 

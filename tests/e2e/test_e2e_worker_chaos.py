@@ -71,9 +71,10 @@ def test_e2e_worker_chaos_sigkill_loses_nothing_and_applies_each_result_once(db_
         # killed as soon as it has claimed work, so that it dies with runs in flight.
         while terminal_count(db_dsn) < BULK_TASKS + DOCUMENT_TASKS and time.monotonic() - started < 25:
             victim = kills % 3
-            wait_until(lambda: time.monotonic() - started >= 3 * (kills + 1), timeout=4, interval=0.1,
+            wait_until(lambda kills=kills: time.monotonic() - started >= 3 * (kills + 1), timeout=4, interval=0.1,
                        message="the next kill")
-            wait_until(lambda: working(workers[victim]) or terminal_count(db_dsn) == BULK_TASKS + DOCUMENT_TASKS,
+            wait_until(lambda victim=victim: working(workers[victim])
+                       or terminal_count(db_dsn) == BULK_TASKS + DOCUMENT_TASKS,
                        timeout=30, interval=0.1, message=f"worker {victim} to claim work")
             workers[victim].signal(signal.SIGKILL)
             assert workers[victim].wait(timeout=10) == -signal.SIGKILL
@@ -84,7 +85,7 @@ def test_e2e_worker_chaos_sigkill_loses_nothing_and_applies_each_result_once(db_
                    message="every task to end")
         assert kills >= 3
         for worker in workers:
-            wait_until(lambda: any(e["event"] == "started" for e in worker.events()), timeout=30,
+            wait_until(lambda worker=worker: any(e["event"] == "started" for e in worker.events()), timeout=30,
                        message="the restarted worker to be up")
             worker.signal(signal.SIGTERM)
         assert [w.wait(timeout=30) for w in workers] == [0, 0, 0]

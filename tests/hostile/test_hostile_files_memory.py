@@ -12,7 +12,7 @@ APP_GROWTH_BOUND = 100 * MB
 
 
 def test_bombs_are_refused_and_the_app_stays_within_its_memory_bound(app_server):
-    server, conn = app_server
+    server, _conn = app_server
     files = [("files", (name, data, "application/pdf")) for name, data in (
         ("bomb-1.pdf", deflate_bomb(100)), ("bomb-2.pdf", deflate_bomb(150)), ("huge.pdf", huge_page(200)),
         ("fine.pdf", text_pdf()))]

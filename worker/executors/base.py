@@ -104,5 +104,5 @@ class Executor(ABC):
     def exit(self, handle: Handle) -> Exit:
         """How the run ended; called once, after is_alive turned False."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: most executors hold nothing)
         """Releases what the executor holds (clients, threads)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -81,7 +82,7 @@ def _project_root() -> str | None:
     spec = importlib.util.find_spec("agents")
     if spec is None or not spec.submodule_search_locations:
         return None
-    return str(Path(list(spec.submodule_search_locations)[0]).resolve().parent)
+    return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
 
 
 class LocalExecutor(Executor):
@@ -230,10 +231,8 @@ class LocalExecutor(Executor):
         """Signals the run's process group, unless it already ended."""
         if handle.done.is_set():
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(handle.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, handle: LocalHandle) -> None:
         self._signal(handle, signal.SIGTERM)

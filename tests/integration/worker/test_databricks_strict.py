@@ -147,7 +147,7 @@ def test_the_llm_agent_calls_the_workspace_endpoint_and_its_trace_is_recorded(co
 
 def test_without_can_query_the_llm_agent_fails_with_the_endpoints_refusal(conn, worker, fake, proxy):
     fake.workspace.endpoint_users.clear()
-    done, job_run = run_llm_agent(conn, worker, fake)
+    done, _job_run = run_llm_agent(conn, worker, fake)
     assert done.status.value == "failed" and "CAN_QUERY" in done.error
 
 

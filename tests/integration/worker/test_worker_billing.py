@@ -97,7 +97,7 @@ def test_billing_counts_this_workspaces_dbus_at_the_effective_price_with_correct
     assert figures(conn, a2) == ("billed", 8.0, pytest.approx(8 * 0.30), False)
     assert figures(conn, a3) == ("billed", 3.0, None, True)
     assert figures(conn, a4) == ("pending", None, None, False)
-    [(text, params)] = wh.texts
+    [(_text, params)] = wh.texts
     assert params["workspace_id"] == WORKSPACE and params["run_ids"] == "5001,5002,5003,5004"
     # Usage is read from the day before the oldest run started on, never all history.
     assert (now - timedelta(days=2)).date().isoformat() <= params["since"] < now.date().isoformat()
