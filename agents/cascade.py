@@ -160,7 +160,7 @@ class CascadeExtractor:
                     fields[name] = replace(fv, stage=rules_stage)  # evidence and all
             doubtful = doubtful_fields(fields, threshold)
             model = None
-            if doubtful and self.use_llm and not einvoice and document.pages:
+            if doubtful and self.use_llm and not einvoice and view is not None:  # the document has pages
                 model = self._ask_model(document, doc_type, fields, doubtful, usage, tracer)
                 answered = {n: fields[n] for n in doubtful if fields[n].stage == "llm"}
                 attach_evidence(view, doc_type, answered, "llm")

@@ -151,7 +151,7 @@ def classify(text: str) -> Classification:
     cues = [weight for pattern, weight in _STRUCTURE if pattern.search(head)]
     if scores["invoice"] >= 1 or len(cues) >= 3:
         scores["invoice"] = round(scores["invoice"] + sum(cues), 2)
-    best = max(scores, key=scores.get)
+    best = max(scores, key=scores.__getitem__)
     total = sum(scores.values())
     if scores[best] < _MIN_SCORE:
         # The less any type's vocabulary shows, the surer "other" is.

@@ -112,7 +112,7 @@ def command_run(args: argparse.Namespace) -> int:
     apply_run_settings(args)
     signed = bool(args.callback_url or args.heartbeat_url)
     try:
-        secret = resolve_secret(args.attempt_id) if signed else None
+        secret = resolve_secret(args.attempt_id) if signed else ""  # unsigned: nothing is sent
     except ConfigurationError as exc:
         # Without a secret nothing can be reported; the orchestrator's lease sweeper takes over.
         log.error("%s", exc)

@@ -233,7 +233,7 @@ def main() -> int:
     finally:
         # A run ends as a fresh process would (its other threads waited for, exit handlers run,
         # output flushed), without taking apart, object by object, all that the server loaded.
-        threading._shutdown()
+        threading._shutdown()  # type: ignore[attr-defined]  # CPython's own, not in the stubs
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):

@@ -169,7 +169,8 @@ def inspect(data: bytes, limits: Limits) -> dict:
         for index in range(pages):
             page = pdf[index]
             try:
-                check_page(index + 1, *page.get_size(), limits)
+                width, height = page.get_size()
+                check_page(index + 1, width, height, limits)
                 textpage = page.get_textpage()
                 try:
                     chars += max(0, textpage.count_chars())

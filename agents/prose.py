@@ -87,7 +87,7 @@ def date_at(dayfirst: bool) -> Callable[[str], tuple[str, int] | None]:
     return parse
 
 
-def amount_at(text: str) -> tuple[float, int] | None:
+def amount_at(text: str) -> tuple[float | None, int] | None:
     """A prose parser for the first non-percentage amount (scaled by 'million' etc.)."""
     values = money_values(text)
     if not values:

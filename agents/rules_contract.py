@@ -174,7 +174,7 @@ def extract_contract(view: DocView) -> dict[str, FieldValue]:
     return fields
 
 
-def _contract_amount(text: str) -> tuple[float, int] | None:
+def _contract_amount(text: str) -> tuple[float | None, int] | None:
     # Liability caps, insurance cover and penalties are amounts too, but not the contract's value.
     found = amount_at(text)
     if found is None or _CAPS.search(fold(text[:found[1]])):

@@ -235,9 +235,9 @@ def _fill_dates(view: DocView, fields: dict[str, FieldValue]) -> None:
             if not _PAYMENT_WORDS.search(fold(sentence)):
                 continue
             deadlines = [
-                found[0] for m in _DEADLINE.finditer(fold(sentence))
-                if (found := find_dates(sentence[m.end():m.end() + 40], view.dayfirst))
-                and found[0].start <= 3
+                near[0] for m in _DEADLINE.finditer(fold(sentence))
+                if (near := find_dates(sentence[m.end():m.end() + 40], view.dayfirst))
+                and near[0].start <= 3
             ]
             if deadlines:
                 fields["due_date"] = FieldValue(deadlines[0].iso, 0.7)

@@ -10,7 +10,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema.errors import InvalidArgument
-from schema.sql import fetch_all, fetch_one, require_idle
+from schema.sql import fetch_all, fetch_one, require_idle, run_query
 
 MAX_BUDGET_USD = Decimal("1000000000")
 
@@ -77,8 +77,8 @@ def customer_budget_set(conn: psycopg.Connection, customer: str, budget_usd: obj
     if name in listed:
         return listed[name]
     # Cleared and nothing spent this month: not listed, and nothing to wait for.
-    month = conn.execute("SELECT date_trunc('month', coalesce(%s, now()) AT TIME ZONE 'UTC')::date AS m",
-                         [now]).fetchone()["m"]
+    month = run_query(conn, "SELECT date_trunc('month', coalesce(%s, now()) AT TIME ZONE 'UTC')::date AS m",
+                      [now])[0]["m"]
     return CustomerBudget(name, None, Decimal(0), month, actor)
 
 

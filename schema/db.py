@@ -18,7 +18,7 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.rows import dict_row
@@ -146,7 +146,7 @@ def database_url(settings=None, *, create: bool = True) -> str:
     return start_embedded(settings.data_dir)
 
 
-def connection_kwargs() -> dict[str, str]:
+def connection_kwargs() -> dict[str, Any]:
     """Extra keyword arguments for a new connection, from the credential provider if any."""
     return dict(_credential_provider()) if _credential_provider else {}
 

@@ -22,7 +22,7 @@ from psycopg.pq import TransactionStatus
 
 from schema import rollups
 from schema.models import TERMINAL_STATUSES
-from schema.sql import fetch_all, fetch_one
+from schema.sql import fetch_all, fetch_row
 from schema.stats_types import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
 
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
@@ -95,7 +95,7 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
     moment = now or datetime.now(UTC)
     with snapshot(conn):
         backlog = rollups.rollup_backlog(conn)
-        fold_id = fetch_one(conn, "rollup_log_state")["last_fold"]
+        fold_id = fetch_row(conn, "rollup_log_state")["last_fold"]
         first = rollups.first_created(conn, params)
         bucket = bucket_for_span(params["date_from"] or first, params["date_to"] or (moment if first else None))
         live = advance and advanceable(flt, bucket) and not backlog.catching_up
@@ -116,7 +116,7 @@ def changes_read(conn: psycopg.Connection, after: int, *, pending: bool = True) 
     number, so they are left out while catching up, and when the caller wants figures as of the last fold."""
     with snapshot(conn):
         backlog = rollups.rollup_backlog(conn) if pending else rollups.rollup_marks_exist(conn)
-        state = fetch_one(conn, "rollup_log_state")
+        state = fetch_row(conn, "rollup_log_state")
         marks = (_grouped(fetch_all(conn, "rollup_pending_contrib"))
                  if pending and not backlog.catching_up else {})
         return Changes(last_fold=state["last_fold"], pruned_through=state["pruned_through"],

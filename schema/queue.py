@@ -43,6 +43,7 @@ from schema.models import (
 )
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import fetch_row
 from schema.sql import require_idle as _require_idle
 
 # Token estimate when nothing better is known (see estimate_tokens).
@@ -147,7 +148,7 @@ def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks
         config.update(name=name, max_concurrent_tasks=max_concurrent_tasks, max_tpm=max_tpm,
                       settings=Jsonb(config["settings"] or {}), now=now)
         try:
-            row = _row(conn, "agent_upsert", config)
+            row = fetch_row(conn, "agent_upsert", config)
         except pg_errors.CheckViolation as exc:
             raise InvalidArgument(f"invalid agent configuration for {name!r}: {exc.diag.message_primary}") from exc
     return agent_from_row(row)
@@ -442,7 +443,7 @@ def _claims(rows: list[dict[str, Any]]) -> list[Claim]:
 
 
 def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime | None) -> list[int]:
-    load_row = _row(conn, "agent_load_one", {"agent": agent.name, "now": now})
+    load_row = fetch_row(conn, "agent_load_one", {"agent": agent.name, "now": now})
     load = Load(in_flight=load_row["in_flight"], reserved_tokens=int(load_row["reserved_tokens"]))
     clock = load_row["now"]
     if agent.throttled_until is not None and clock < agent.throttled_until:
@@ -471,8 +472,8 @@ def heartbeat(conn: psycopg.Connection, attempt_id: int, *, lease_seconds: int |
     with _tx(conn):
         task_id = _attempt_task_id(conn, attempt_id)
         if lease_seconds is None:
-            task = _row(conn, "task_get", {"task_id": task_id})
-            lease_seconds = _row(conn, "agent_get", {"agent": task["agent"]})["lease_seconds"]
+            task = fetch_row(conn, "task_get", {"task_id": task_id})
+            lease_seconds = fetch_row(conn, "agent_get", {"agent": task["agent"]})["lease_seconds"]
         extended = _row(conn, "task_extend_lease_if_current",
                         {"task_id": task_id, "attempt_id": attempt_id, "now": now,
                          "lease_seconds": lease_seconds})
@@ -523,7 +524,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
         if task is None:
             raise UnknownAttempt(f"unknown attempt {attempt_id}")
         task_id, status = task["id"], TaskStatus(task["status"])
-        noted = _row(conn, "attempt_note_report", {
+        noted = fetch_row(conn, "attempt_note_report", {
             "attempt_id": attempt_id, "status": report.status.value, "run_id": report.run_id,
             "trace_id": report.trace_id, "has_usage": report.has_usage, "now": now,
             "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
@@ -552,8 +553,8 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
                 _rows(conn, "task_set_pages", common)
             return outcome(CallbackKind.IGNORED, status)
         if report.status is ReportStatus.COMPLETED:
-            done = _row(conn, "task_complete_from_attempt",
-                        {**common, "result": Jsonb(report.result), "confidence": report.confidence})
+            done = fetch_row(conn, "task_complete_from_attempt",
+                             {**common, "result": Jsonb(report.result), "confidence": report.confidence})
             return outcome(CallbackKind.APPLIED, TaskStatus.COMPLETED, tuple(done["superseded_ids"]))
         is_current = status is TaskStatus.PROCESSING and task["current_attempt_id"] == attempt_id
         if not is_current:
@@ -563,7 +564,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
                 _rows(conn, "task_set_pages", common)
             return outcome(CallbackKind.RECORDED, status)
         spent = task["attempt_count"] - task["attempt_base"]
-        failed = _row(conn, "task_fail_from_current_attempt", {
+        failed = fetch_row(conn, "task_fail_from_current_attempt", {
             **common, "requeue": report.retryable and not report.agent_cannot_run and spent < task["max_attempts"],
             "error": report.error,
             "backoff_base": _Backoff.base_seconds, "backoff_cap": _Backoff.cap_seconds})
@@ -672,8 +673,8 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
             child = {**{k: task[k] for k in _BATCH_COLUMNS}, "parent_id": task_id, "batch_id": None, "held": False,
                      "priority": task["priority"] if priority is None else priority,
                      "agent": edit["agent"], "run_overrides": json.dumps(edit["run_overrides"])}
-            row = _row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
-                                                   "submitted_by": actor, "retried_by": actor, "now": now})
+            row = fetch_row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
+                                                        "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
         elif task["status"] in (TaskStatus.FAILED.value, TaskStatus.CANCELLED.value):
             new_id = task_id

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from schema import stats
 from schema.errors import InvalidArgument, NotFound, QuireError
 from schema.figures import snapshot
-from schema.sql import fetch_all, fetch_one
+from schema.sql import fetch_all, fetch_one, fetch_row
 
 DEFAULT_LEASE_SECONDS = 600
 
@@ -190,7 +190,7 @@ def _write(conn, review_id: int, claim_token: int, who: str, values: dict[str, A
     row = _lock_current(conn, review_id, claim_token, who)
     changes: list[dict[str, Any]] = []
     if values:
-        current = fetch_one(conn, "review_values_one", {"review_id": review_id})["values"]
+        current = fetch_row(conn, "review_values_one", {"review_id": review_id})["values"]
         changes = _changes(current, values)
         if changes:
             fetch_all(conn, "review_correction_insert_batch", {
@@ -288,7 +288,7 @@ def events_after(conn: psycopg.Connection, after_id: int, *, limit: int = 1000) 
 
 
 def last_event_id(conn: psycopg.Connection) -> int:
-    return fetch_one(conn, "review_events_last_id")["last_id"]
+    return fetch_row(conn, "review_events_last_id")["last_id"]
 
 
 def _require_who(who: str) -> None:

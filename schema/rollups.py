@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from schema.sql import fetch_one, q, run_query
+from schema.sql import fetch_row, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
 # ALL is one bucket holding every task (migration 0011), read when a filter has no dates.
@@ -146,11 +146,11 @@ def count(conn: psycopg.Connection, flt_params: dict[str, Any]) -> int:
 def rollup_fold(conn: psycopg.Connection, *, max_marks: int | None = None) -> int:
     """Folds pending marks (at most `max_marks` of them); the number of tasks folded, or -1 when another
     fold holds the lock."""
-    return fetch_one(conn, "rollup_fold", {"max_marks": max_marks})["folded"]
+    return fetch_row(conn, "rollup_fold", {"max_marks": max_marks})["folded"]
 
 
 def rollup_pending_count(conn: psycopg.Connection) -> int:
-    return fetch_one(conn, "rollup_pending_count")["n"]
+    return fetch_row(conn, "rollup_pending_count")["n"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class Backlog:
 
 def rollup_backlog(conn: psycopg.Connection) -> Backlog:
     """How far the folds are behind, at a cost bounded by PENDING_EXACT_MAX marks, never the backlog's size."""
-    row = fetch_one(conn, "rollup_backlog_bounded", {"cap": PENDING_EXACT_MAX + 1})
+    row = fetch_row(conn, "rollup_backlog_bounded", {"cap": PENDING_EXACT_MAX + 1})
     if row["n"] <= PENDING_EXACT_MAX:
         return Backlog(row["n"], False)
     return Backlog(max(row["estimate"], row["n"]), True, row["oldest"])
@@ -173,7 +173,7 @@ def rollup_backlog(conn: psycopg.Connection) -> Backlog:
 def rollup_marks_exist(conn: psycopg.Connection) -> Backlog:
     """Whether any mark waits, as a backlog of one mark or none: the figures it goes with are as of
     the last fold and advance by the log, whatever the backlog (it says nothing of catching up)."""
-    return Backlog(int(fetch_one(conn, "rollup_marks_exist")["waiting"]), False)
+    return Backlog(int(fetch_row(conn, "rollup_marks_exist")["waiting"]), False)
 
 
 def filter_params(flt_params: dict[str, Any], grains: dict[bool, tuple[str, ...]], *,

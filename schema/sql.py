@@ -130,3 +130,12 @@ def fetch_one(conn, name: str, params=None) -> dict | None:
     """The first row of the named query, or None."""
     rows = fetch_all(conn, name, params)
     return rows[0] if rows else None
+
+
+def fetch_row(conn, name: str, params=None) -> dict:
+    """The first row of a named query that always returns one (an aggregate, a RETURNING of a row
+    known to exist); its absence is a defect, reported by name."""
+    row = fetch_one(conn, name, params)
+    if row is None:
+        raise LookupError(f"query {name} returned no row")
+    return row

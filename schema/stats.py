@@ -12,7 +12,7 @@ from psycopg import sql
 
 from schema import figures, rollups, waiting
 from schema.models import TaskStatus
-from schema.sql import fetch_all, fetch_one, q, run_query
+from schema.sql import fetch_all, fetch_row, q, run_query
 
 # The figures' types live in stats_types (schema.figures builds on them too); this module's readers
 # take them from here, beside the functions that return them.
@@ -232,7 +232,7 @@ def task_events_after(conn: psycopg.Connection, after_id: int, *, limit: int = 1
 
 
 def task_events_last_id(conn: psycopg.Connection) -> int:
-    return fetch_one(conn, "task_events_last_id")["last_id"]
+    return fetch_row(conn, "task_events_last_id")["last_id"]
 
 
 def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -241,4 +241,4 @@ def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None)
 
 
 def health_ping(conn: psycopg.Connection) -> bool:
-    return fetch_one(conn, "health_ping")["ok"] == 1
+    return fetch_row(conn, "health_ping")["ok"] == 1

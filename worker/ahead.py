@@ -77,7 +77,7 @@ class ClaimedAhead:
 
     def take(self, n: int) -> list[Claim]:
         """Up to n waiting claims, the oldest first."""
-        taken = []
+        taken: list[Claim] = []
         while self._waiting and len(taken) < n:
             taken.append(self._waiting.popleft().claim)
         return taken

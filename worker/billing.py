@@ -55,7 +55,7 @@ class BillingReconciler:
         self.worker_id = worker_id
         self.config = config
         self._client_factory = client_factory
-        self._client = None
+        self._client: Any = None
         self._workspace_id = config.workspace_id
         self.db_timeout_seconds = db_timeout_seconds
 

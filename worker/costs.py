@@ -34,7 +34,7 @@ class TraceUsage:
     llm_cost_usd: float | None
 
 
-def trace_reader(tracking_uri: str) -> Callable[[str], Any]:
+def trace_reader(tracking_uri: str | None) -> Callable[[str], Any]:
     """Reads one trace by id from the given tracking store; None when the store has no such trace.
 
     Through MLflow's tracing client, which the lightweight mlflow-tracing package (all the app

@@ -12,7 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from schema import db, queue
 from schema.settings import Settings
@@ -24,7 +24,7 @@ from worker.claimer import Claimer, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
-from worker.executors.databricks import unreachable_reason
+from worker.executors.databricks import DatabricksExecutor, unreachable_reason
 from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
@@ -205,7 +205,7 @@ class WorkerDaemon:
         if "databricks" in executors:
             # The sweeper's counterpart for job runs, at the same pace: it settles runs that ended
             # unwatched (after a redeploy, say), which the sweeper leaves alone.
-            runs = RunReconciler(pool, self.worker_id, executors["databricks"],
+            runs = RunReconciler(pool, self.worker_id, cast(DatabricksExecutor, executors["databricks"]),
                                  ReconcilerConfig(interval_seconds=self.settings.sweep_seconds),
                                  counters=self._counters)
             services["runs"] = lambda: service_loop("reconcile job runs", runs.run_once,

@@ -37,7 +37,7 @@ class Wakeup:
 
 async def pause(stop: asyncio.Event, seconds: float | None, wakeup: Wakeup | None = None) -> None:
     """Returns after `seconds`, or earlier when woken or stopped."""
-    waits = [asyncio.ensure_future(stop.wait())]
+    waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(stop.wait())]
     if wakeup is not None:
         waits.append(asyncio.ensure_future(wakeup.wait(None)))
     try:

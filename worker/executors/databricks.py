@@ -100,7 +100,7 @@ def configured_job_id(settings: Mapping[str, Any] | None,
                       env: Mapping[str, str] = os.environ) -> tuple[int | None, Any]:
     """The job an agent's runs start: its settings.job_id, else QUIRE_AGENT_JOB_ID (the bundle's job,
     given to the app as a resource); (None, what was found) when neither is a positive integer."""
-    raw = (settings or {}).get("job_id") or env.get(JOB_ID_ENV) or None
+    raw: Any = (settings or {}).get("job_id") or env.get(JOB_ID_ENV) or None
     try:
         job_id = int(raw)
     except (TypeError, ValueError):
@@ -149,7 +149,7 @@ def _state_of(run: Any) -> tuple[str | None, str]:
     return life, account
 
 
-class DatabricksExecutor(Executor):
+class DatabricksExecutor(Executor[DatabricksHandle]):
     """Lakeflow job runs: `run_now` with an idempotency token per attempt, polled for heartbeats."""
 
     name = "databricks"
@@ -161,7 +161,7 @@ class DatabricksExecutor(Executor):
                  client_factory: Callable[[], Any] | None = None):
         self.config = config or DatabricksConfig()
         self._client_factory = client_factory
-        self._client = None
+        self._client: Any = None
         self._lock = threading.Lock()
 
     def client(self):

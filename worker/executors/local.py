@@ -62,14 +62,15 @@ class LocalConfig:
         object.__setattr__(self, "runs_dir", Path(self.runs_dir).resolve())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LocalHandle(Handle):
     """A running agent process and what its reaper thread learned when it ended."""
 
+    pid: int
+    run_dir: Path
+    out_path: Path
     process: subprocess.Popen | None = None
     child: Child | None = None
-    run_dir: Path | None = None
-    out_path: Path | None = None
     started: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
     exit_code: int | None = None
@@ -85,7 +86,7 @@ def _project_root() -> str | None:
     return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(Executor[LocalHandle]):
     """Agent processes on this machine: pid, wall and CPU time recorded; cancel kills the group."""
 
     name = "local"
@@ -159,7 +160,10 @@ class LocalExecutor(Executor):
                 process = subprocess.Popen(
                     argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                     start_new_session=True)  # its own process group: a kill takes its children too
-        handle = LocalHandle(attempt_id=launch.attempt_id, pid=child.pid if child else process.pid,
+            pid = process.pid
+        else:
+            pid = child.pid
+        handle = LocalHandle(attempt_id=launch.attempt_id, pid=pid,
                              process=process, child=child, run_dir=run_dir, out_path=out_path, started=started)
         threading.Thread(target=self._reap, args=(handle, on_exit), daemon=True,
                          name=f"quire-attempt-{launch.attempt_id}").start()

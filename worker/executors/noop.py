@@ -49,7 +49,7 @@ _ENDED = threading.Event()
 _ENDED.set()
 
 
-class NoopExecutor(Executor):
+class NoopExecutor(Executor[NoopHandle]):
     """No work at all: a signed POST to the callback URL, or a report the worker applies itself.
 
     An agent's settings may hold `delay_seconds` so that benchmarks and tests keep work in flight.
@@ -93,6 +93,7 @@ class NoopExecutor(Executor):
         """Posts the signed report; returns why it failed, or None."""
         from agents.callback import sign
 
+        assert launch.callback_url  # posted only when there is one
         body = json.dumps(report).encode()
         try:
             response = httpx.post(launch.callback_url, content=body,
