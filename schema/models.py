@@ -302,7 +302,7 @@ class _Layout:
 
 
 @functools.cache
-def _layout(cls: type) -> _Layout:
+def _layout(cls: type[Any]) -> _Layout:
     """The dataclass's fields as _build and assemble use them (worked out once per class)."""
     fields = dataclasses.fields(cls)
     template = {f.name: f.default if f.default is not dataclasses.MISSING else _NO_DEFAULT
@@ -321,7 +321,7 @@ def _layout(cls: type) -> _Layout:
 def assemble(cls: type, values: dict[str, Any]) -> Any:
     """An instance of the dataclass `cls` made from `values`, which holds every one of its fields
     in field order, without calling its __init__ (a frozen one sets each field by a slow call)."""
-    instance = object.__new__(cls)
+    instance: Any = object.__new__(cls)
     instance.__dict__.update(values)
     return instance
 

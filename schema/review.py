@@ -174,6 +174,7 @@ def _lock_current(conn: psycopg.Connection, review_id: int, claim_token: int, wh
     reason = _stale_reason(row, review_id, claim_token, who)
     if reason:
         raise StaleReview(reason)
+    assert row is not None  # _stale_reason raised NotFound
     return row
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -129,7 +130,7 @@ def composed(name: str, params: dict[str, Any]) -> sql.Composed:
         segments=sql.SQL(q("rollup_segments")), raw=sql.SQL(q("rollup_raw")))
 
 
-def _all(conditions: list[sql.Composable]) -> sql.Composable:
+def _all(conditions: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
 
 

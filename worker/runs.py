@@ -66,7 +66,13 @@ class RunTableConfig:
             raise ValueError("rates and grace periods must not be negative")
 
 
-def failure_report(error: str, *, retryable: bool) -> dict[str, Any]:
+def _exit(run: Run) -> Exit:
+    """The exit of a run being settled (known by then)."""
+    assert run.exit is not None
+    return run.exit
+
+
+def failure_report(error: str | None, *, retryable: bool) -> dict[str, Any]:
     """A failed callback body the worker files on behalf of an attempt that could not report."""
     return {"status": ReportStatus.FAILED.value, "error": (error or "attempt ended without reporting")[:4000],
             "retryable": retryable, "result": None}
@@ -324,9 +330,9 @@ class RunTable:
         for run in pending:
             if run.exit is None:
                 run.exit = run.executor.exit(run.handle)
-        for run in [r for r in pending if r.exit.detached]:
-            self.detach(run, run.exit.error or "detached")
-        pending = [r for r in pending if not r.exit.detached]
+        for run in [r for r in pending if _exit(r).detached]:
+            self.detach(run, _exit(run).error or "detached")
+        pending = [r for r in pending if not _exit(r).detached]
         while pending:
             ended = [self._ended(run) for run in pending]
             with self.connection() as conn:
@@ -341,14 +347,14 @@ class RunTable:
                 done = settled.get(run.attempt_id)
                 outcome = None
                 if done is not None and done.report_due:
-                    exit = run.exit
+                    exit = _exit(run)
                     payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
                     outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
                 elif (done is not None and run.cancel_seen and done.reported_status is None
-                      and run.exit.report is not None):
+                      and _exit(run).report is not None):
                     # Stopped by a cancel, the agent wrote what it spent until then: the report
                     # changes nothing of the cancelled task, but its spend is kept on the attempt.
-                    outcome = self._report(run.attempt_id, run.exit.report, raise_db_errors=True)
+                    outcome = self._report(run.attempt_id, _exit(run).report, raise_db_errors=True)
                 with self._lock:
                     self._runs.pop(run.attempt_id, None)
                 self._log_end(run, done, outcome)
@@ -356,7 +362,7 @@ class RunTable:
 
     def _ended(self, run: Run) -> settlement.Ended:
         """What settlement needs to know of an ended run: its report and its measured compute."""
-        exit = run.exit
+        exit = _exit(run)
         cost, state = None, None
         if run.executor.billed_by_time and exit.wall_seconds is not None:
             cost = round(exit.wall_seconds * self.config.compute_rate_usd_per_hour / 3600, 6)
@@ -369,7 +375,7 @@ class RunTable:
                                 compute_state=state)
 
     def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
-        exit = run.exit
+        exit = _exit(run)
         if exit.wall_seconds is not None:
             PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
         reported = done.reported_status if done is not None else None
