@@ -312,9 +312,10 @@ def _layout(cls: type[Any]) -> _Layout:
     required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING
                          and f.default_factory is dataclasses.MISSING)
     # (An InitVar is not among the fields, and only __post_init__ could use one.)
+    own_setattr: object = cls.__setattr__
     direct = (all(f.init for f in fields) and not hasattr(cls, "__post_init__")
               and "__slots__" not in cls.__dict__
-              and (cls.__dataclass_params__.frozen or cls.__setattr__ is object.__setattr__))
+              and (cls.__dataclass_params__.frozen or own_setattr is object.__setattr__))
     return _Layout(frozenset(template), template, required, factories, direct)
 
 

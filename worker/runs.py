@@ -351,10 +351,10 @@ class RunTable:
                     payload = exit.report or failure_report(exit.error, retryable=exit.retryable)
                     outcome = self._report(run.attempt_id, payload, raise_db_errors=True)
                 elif (done is not None and run.cancel_seen and done.reported_status is None
-                      and _exit(run).report is not None):
+                      and (spent := _exit(run).report) is not None):
                     # Stopped by a cancel, the agent wrote what it spent until then: the report
                     # changes nothing of the cancelled task, but its spend is kept on the attempt.
-                    outcome = self._report(run.attempt_id, _exit(run).report, raise_db_errors=True)
+                    outcome = self._report(run.attempt_id, spent, raise_db_errors=True)
                 with self._lock:
                     self._runs.pop(run.attempt_id, None)
                 self._log_end(run, done, outcome)
