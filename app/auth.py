@@ -46,6 +46,13 @@ class Identity:
         return self.name is not None
 
     @property
+    def actor(self) -> str:
+        """The name a change is recorded under; an anonymous caller changes nothing."""
+        if self.name is None:
+            raise PermissionError("an anonymous caller cannot change anything")
+        return self.name
+
+    @property
     def operator(self) -> bool:
         return self.role >= Role.OPERATOR
 
@@ -108,7 +115,9 @@ class Authenticator:
         return hashlib.sha256(b"quire-ui-storage:" + self._session_key).hexdigest()
 
     def check_token(self, candidate: str | None) -> bool:
-        return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
+        if not candidate or self.token is None:
+            return False
+        return hmac.compare_digest(candidate.encode(), self.token.encode())
 
     def identify(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Identity:
         if self.databricks:

@@ -29,8 +29,8 @@ def _prepare():
     with db.connect(dsn) as conn:
         for agent, error in check_agents(conn).items():
             print(f"agent {agent!r} will not run until its configuration is fixed: {error}", file=sys.stderr)
-        for agent in queue.list_agents(conn):
-            print(agent_line(agent))
+        for spec in queue.list_agents(conn):
+            print(agent_line(spec))
     return dsn
 
 
@@ -116,6 +116,7 @@ def cmd_submit(args) -> int:
                     else f"{result.pages} pages, "
                 print(f"task {result.task_id}: {result.name} ({kind}priority {args.priority}, agent {agent.name})")
             elif result.outcome == "duplicate":
+                assert result.duplicate_of is not None  # a duplicate names its original
                 print(f"duplicate {result.name}: already task {result.duplicate_of['id']} "
                       f"({result.duplicate_of['status']}); --duplicates rerun runs it again")
             else:

@@ -83,6 +83,7 @@ class FigureCache:
         as of the last fold (what an open page shows), which spares the read of the unfolded marks."""
         held, current = await self._current(flt, since, exact)
         if held.summary is None:
+            assert held.view is not None  # made by _current
             held.summary = figures.summary_of(held.view)
         return held.summary, current
 
@@ -90,6 +91,7 @@ class FigureCache:
                      exact: bool = True) -> tuple[Charts, bool]:
         held, current = await self._current(flt, since, exact)
         if held.charts is None:
+            assert held.view is not None  # made by _current
             held.charts = figures.charts_of(held.view)
         return held.charts, current
 
@@ -165,7 +167,7 @@ class FigureCache:
             now = time.monotonic()
             held = self._held.get(flt)
             read = self._due(held, now, since)
-            if read:
+            if read or held is None:  # (_due is True for a filter not held)
                 held = await self._read(flt, now, advance=True)
             if not held.fig.live:
                 return held

@@ -33,10 +33,12 @@ def coerce(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """Each given value checked against its field's type: text is parsed (dates, amounts in the
     document's decimal style, currency codes); typed JSON values must already have the type."""
     style = review_values.decimal_style(result)
-    fields = result.get("fields") if isinstance(result.get("fields"), dict) else {}
+    stated = result.get("fields")
+    fields = stated if isinstance(stated, dict) else {}
     out: dict[str, Any] = {}
     for name, value in values.items():
-        extracted = (fields.get(name) or {}).get("value") if isinstance(fields.get(name), dict) else None
+        found = fields.get(name)
+        extracted = found.get("value") if isinstance(found, dict) else None
         kind = review_values.kind_of(name, extracted)
         try:
             if isinstance(value, str):

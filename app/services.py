@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -327,7 +327,7 @@ class ActionResult:
 
 
 def _act(conn, ids: list[int], action: str, actor: str, priority: int | None = None,
-         edit: dict[str, str | None] | None = None) -> list[ActionResult]:
+         edit: dict[str, Any] | None = None) -> list[ActionResult]:
     results = []
     for task_id in ids:
         try:
@@ -431,6 +431,8 @@ def copy_stored(uri: str, target: Path) -> None:
     from databricks.sdk import WorkspaceClient
 
     download = WorkspaceClient().files.download(uri)
+    if download.contents is None:
+        raise FileNotFoundError(f"the Volume sent no content for {uri}")
     with download.contents as stream, open(target, "wb") as out:
         shutil.copyfileobj(stream, out, SPOOL_CHUNK)
 
@@ -532,6 +534,7 @@ def _enqueue_checked(conn, settings: Settings, uploads: list[Upload],
             fresh[f"{doc.sha256}:{len(fresh)}" if options.rerun_duplicates else doc.sha256] = (result, doc)
     if not fresh:
         return results
+    entries: list[Mapping[str, Any]]
     entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
                     priority=options.priority, customer=options.customer or None, document_name=doc.name,
                     document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,

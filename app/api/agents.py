@@ -22,7 +22,7 @@ router = APIRouter(prefix="/api", tags=["agents"])
 class _AgentBase(BaseModel):
     model_config = {"from_attributes": True}
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy refuses it
     @property
     def paused(self) -> bool:
         """Whether the agent is paused now: its running tasks finish, nothing new starts."""
@@ -79,7 +79,7 @@ async def pause_agent(body: PauseIn, name: str = AGENT_NAME, who: Identity = Dep
     if until is not None and until <= datetime.now(UTC):
         raise HTTPException(status_code=422, detail="the time to resume must be in the future")
     try:
-        agent = await services.pause_agent(pool, name, actor=who.name, until=until, reason=body.reason)
+        agent = await services.pause_agent(pool, name, actor=who.actor, until=until, reason=body.reason)
     except UnknownAgent as exc:
         raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
     except (InvalidArgument, ValueError) as exc:

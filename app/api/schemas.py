@@ -71,7 +71,7 @@ EventOut = model_of(TaskEvent, "EventOut", base=_FromAttributes)
 
 
 class _TaskDetailBase(_FromAttributes):
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy refuses it
     @property
     def document_url(self) -> str:
         """Where the submitted PDF is served."""

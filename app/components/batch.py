@@ -20,7 +20,7 @@ class Entry:
     upload: Upload | None
     status: str | None = None
     spot: str | None = None  # queue position and ETA while enqueued
-    refresh: Callable[[], None] = field(default=lambda: None, repr=False)
+    refresh: Callable[[], object] = field(default=lambda: None, repr=False)
 
 
 class BatchView:

@@ -55,7 +55,7 @@ class FieldRow:
     error: Any
 
 
-def field_row(index: int, name: str, extracted: dict[str, Any], value: Any, style: str, *,
+def field_row(index: int, name: str, extracted: dict[str, Any], value: Any, style: review_values.Style, *,
               editable: bool) -> FieldRow:
     """One field of the desk view; the page wires its events."""
     kind = review_values.kind_of(name, extracted.get("value"))
@@ -90,7 +90,7 @@ def keys_legend() -> None:
                 ui.label(what)
 
 
-def phone_view(item: Review, names: list[str], style: str, *, enabled: bool, on_approve: Callable,
+def phone_view(item: Review, names: list[str], style: review_values.Style, *, enabled: bool, on_approve: Callable,
                on_reject: Callable) -> None:
     """Below 768 px: the values, read only, with approve and reject, and the first page."""
     with ui.column().classes("quire-phone w-full gap-2").props('data-testid="review-phone"'):

@@ -41,7 +41,8 @@ def time_split(task: Task, now: datetime | None = None) -> tuple[float | None, f
     held = task.held_seconds or 0.0
     if task.held and task.status.value == "enqueued":
         held = max((now - task.created_at).total_seconds(), 0.0)
-    ran = sum(((a.finished_at or now) - a.started_at).total_seconds() for a in task.attempts if a.started_at) \
+    ran = sum((((a.finished_at or now) - a.started_at).total_seconds() for a in task.attempts
+               if a.started_at is not None), 0.0) \
         if task.attempts else None
     end = task.finished_at or now
     queued = max((end - task.created_at).total_seconds() - held - (ran or 0.0), 0.0)
@@ -172,11 +173,11 @@ class TaskView:
             return
         if action == "retry":
             priority = getattr(self, "retry_priority", None)
-            results = await services.retry_tasks(self.pool, [self.task.id], actor=self.who.name,
+            results = await services.retry_tasks(self.pool, [self.task.id], actor=self.who.actor,
                                                  priority=None if priority is None or priority.value in (None, -1)
                                                  else int(priority.value))
         else:
-            results = await services.cancel_tasks(self.pool, [self.task.id], actor=self.who.name)
+            results = await services.cancel_tasks(self.pool, [self.task.id], actor=self.who.actor)
         result = results[0]
         ui.notify(result.message, type="positive" if result.ok else "warning", position="top")
         if result.ok and result.new_task_id and result.new_task_id != self.task.id:
@@ -212,7 +213,7 @@ class TaskView:
                     .props('unelevated color=primary data-testid="edit-yes"')
         while await dialog:
             results = await services.retry_tasks(
-                self.pool, [task.id], actor=self.who.name,
+                self.pool, [task.id], actor=self.who.actor,
                 priority=None if priority.value in (None, -1) else int(priority.value),
                 agent=agent.value if agent.value != task.agent else None,
                 extractor=extractor.value or None, model=(model.value or "").strip() or None)
@@ -232,7 +233,9 @@ class TaskView:
         if not self.who.operator:
             ui.notify(f"Submitting needs the operator role; {self.who.name} is a viewer.", type="negative", position="top")
             return
-        released = await foresight.release_batch(self.pool, self.task.batch_id, actor=self.who.name)
+        if self.task.batch_id is None:  # only a task of a held batch offers it
+            return
+        released = await foresight.release_batch(self.pool, self.task.batch_id, actor=self.who.actor)
         ui.notify(f"Batch {self.task.batch_id} submitted: {released} tasks may run now", type="positive", position="top")
         await self.reload()
 

@@ -150,7 +150,7 @@ def main() -> None:
         for spec in specs:
             pdf = builder(spec)
             pdf.alias_nb_pages()
-            target = HERE / spec["file"]
+            target = HERE / str(spec["file"])
             pdf.output(str(target))
             manifest[spec["file"]] = {"customer": spec["customer"], "kind": builder.__name__}
             print(f"wrote {target.name} ({pdf.pages_count} pages)")
