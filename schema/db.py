@@ -18,10 +18,15 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg.rows import dict_row
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from schema.settings import Settings
 
 log = logging.getLogger("quire.db")
 CONNECT_TIMEOUT = 3  # seconds to reach the server before a connection attempt fails
@@ -120,7 +125,7 @@ def stop_embedded(data_dir: Path) -> bool:
     return True
 
 
-def database_url(settings=None, *, create: bool = True) -> str:
+def database_url(settings: Settings | None = None, *, create: bool = True) -> str:
     """The DSN in use: Lakebase (with its token provider installed), QUIRE_DATABASE_URL, or the
     embedded server (started if needed). With `create` False, an embedded database that does not
     exist yet is not made: NoDatabase says where it was looked for."""
@@ -151,7 +156,7 @@ def connection_kwargs() -> dict[str, Any]:
     return dict(_credential_provider()) if _credential_provider else {}
 
 
-def connect(dsn: str | None = None, **kwargs) -> psycopg.Connection:
+def connect(dsn: str | None = None, **kwargs: Any) -> psycopg.Connection:
     """An autocommit connection returning dict rows; engine calls open their own transactions."""
     params = {"autocommit": True, "row_factory": dict_row, **connection_kwargs(), **kwargs}
     return psycopg.connect(dsn or database_url(), **params)
@@ -167,7 +172,8 @@ def with_database(dsn: str, dbname: str) -> str:
 
 
 def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire",
-              timeout: float = 30.0, reconnect_timeout: float = 300.0, connect_timeout: int = CONNECT_TIMEOUT):
+              timeout: float = 30.0, reconnect_timeout: float = 300.0,
+              connect_timeout: int = CONNECT_TIMEOUT) -> ConnectionPool:
     """A synchronous pool of autocommit dict-row connections; credentials minted per connection.
 
     `timeout` bounds a wait for a connection; a short `reconnect_timeout` ends the backoff of a
@@ -195,7 +201,7 @@ def _pool_class() -> type:
     from psycopg_pool import ConnectionPool
 
     class Pool(ConnectionPool):
-        def __init__(self, *args, **kwargs):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
             super().__init__(*args, **kwargs)
 
@@ -246,7 +252,7 @@ class HeldConnection:
     overlaps another (another thread) gets a connection of the pool for the time being.
     """
 
-    def __init__(self, pool, *, timeout: float):
+    def __init__(self, pool: ConnectionPool, *, timeout: float) -> None:
         self.pool = pool
         self.timeout = timeout
         self._conn: psycopg.Connection | None = None

@@ -76,7 +76,7 @@ def set_backoff(base_seconds: float, cap_seconds: float) -> None:
     _Backoff.base_seconds, _Backoff.cap_seconds = base_seconds, cap_seconds
 
 
-def _tx(conn: psycopg.Connection):
+def _tx(conn: psycopg.Connection) -> Any:  # a transaction block, which re-raises (its type says it may not)
     _require_idle(conn)
     return conn.transaction()
 
@@ -531,7 +531,7 @@ def apply_callback(conn: psycopg.Connection, attempt_id: int, payload: Mapping[s
             "llm_cost_usd": report.llm_cost_usd, "compute_cost_usd": report.compute_cost_usd,
             "llm_unpriced": report.unpriced})
 
-        def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()):
+        def outcome(kind: CallbackKind, task_status: TaskStatus, superseded: tuple[int, ...] = ()) -> CallbackOutcome:
             return CallbackOutcome(kind=kind, task_id=task_id, attempt_id=attempt_id,
                                    task_status=task_status, usage_recorded=noted["usage_recorded"],
                                    superseded_attempt_ids=superseded)

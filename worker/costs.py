@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schema import worker_queries
 from worker import logs
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,7 @@ class CostConfig:
     window_seconds: float = 86_400.0
     verify: bool = False  # also compare spend reported by callback with the trace
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.interval_seconds <= 0 or self.batch < 1 or self.window_seconds <= 0:
             raise ValueError("interval and window must be positive, batch at least 1")
 
@@ -87,7 +90,7 @@ def priced(usage: TraceUsage, price_input_per_mtok: Decimal | None,
 class CostReconciler:
     """Fills in the spend of attempts that named a trace but reported none; checks reported spend."""
 
-    def __init__(self, pool, worker_id: str, tracking_uri: str | None, config: CostConfig | None = None,
+    def __init__(self, pool: ConnectionPool, worker_id: str, tracking_uri: str | None, config: CostConfig | None = None,
                  db_timeout_seconds: float = 10.0):
         self.pool = pool
         self.worker_id = worker_id

@@ -12,7 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from schema import db, queue
 from schema.settings import Settings
@@ -35,6 +35,9 @@ from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
 from worker.tracking import locate_tracking, prepare_store, tracking_store_state
 from worker.wakeup import Wakeup, pause
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
 THREADS = 10
@@ -249,7 +252,7 @@ class WorkerDaemon:
             threads.shutdown(wait=False, cancel_futures=True)
             logs.change("worker", "stopped", worker=self.worker_id)
 
-    def _check_agents(self, pool, executors: Mapping[str, Any]) -> None:
+    def _check_agents(self, pool: ConnectionPool, executors: Mapping[str, Any]) -> None:
         """Marks agents this worker cannot run as configured: nothing is claimed for them."""
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
@@ -261,7 +264,7 @@ class WorkerDaemon:
         except ValueError:
             return []
 
-    async def _tracking(self, call) -> tuple[str | None, asyncio.Future | None]:
+    async def _tracking(self, call: Callable[..., Any]) -> tuple[str | None, asyncio.Future | None]:
         """The tracking URI agents get, and the set-up of its store if that goes on in the background.
 
         The first time, MLflow's tables are made before any agent runs (agents starting together

@@ -21,7 +21,7 @@ class HeartbeatConfig:
     # How long one service round may go on settling while more runs have ended meanwhile.
     burst_seconds: float = 0.25
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.tick_seconds <= 0 or self.gather_seconds < 0 or self.burst_seconds < 0:
             raise ValueError("tick_seconds must be positive, gather_seconds and burst_seconds not negative")
 

@@ -36,7 +36,7 @@ class ListenerConfig:
     # How the connection shows in pg_stat_activity: one such backend per process.
     application_name: str = "quire-listen"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if min(self.health_seconds, self.reconnect_min_seconds, self.connect_timeout_seconds) <= 0:
             raise ValueError("listener intervals must be positive")
         if self.reconnect_max_seconds < self.reconnect_min_seconds:

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schema import db, queue, settlement
 from schema.errors import InvalidPayload, QuireError
@@ -16,6 +16,14 @@ from worker import logs
 from worker.counters import WorkerCounters
 from worker.executors.base import Executor, ExecutorError, Exit, Handle, Launch
 from worker.metrics import PROCESS, observe_report
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from schema.models import CallbackOutcome, Task
 
 
 @dataclass
@@ -59,7 +67,7 @@ class RunTableConfig:
     stopping_report_grace_seconds: float = 1.0
     db_timeout_seconds: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.worker_id:
             raise ValueError("worker_id must not be empty")
         if self.compute_rate_usd_per_hour < 0 or min(self.stop_grace_seconds, self.cancel_grace_seconds) < 0:
@@ -81,7 +89,7 @@ def failure_report(error: str | None, *, retryable: bool) -> dict[str, Any]:
 class RunTable:
     """Attempts in flight on this worker; safe to use from the service threads at once."""
 
-    def __init__(self, pool, executors: dict[str, Executor], config: RunTableConfig,
+    def __init__(self, pool: ConnectionPool, executors: dict[str, Executor], config: RunTableConfig,
                  on_exit: Callable[[], None] | None = None, counters: WorkerCounters | None = None):
         self.pool = pool
         self.executors = executors
@@ -93,7 +101,7 @@ class RunTable:
         self._held = db.HeldConnection(pool, timeout=config.db_timeout_seconds)
         self.stopping = False  # the worker is draining: written reports are applied at once
 
-    def connection(self):
+    def connection(self) -> AbstractContextManager[psycopg.Connection]:
         """The table's connection (its statements, mostly settlements, stay planned on one server
         backend), or a pooled one while another thread uses it; waits at most the configured time."""
         return self._held.connection()
@@ -374,7 +382,7 @@ class RunTable:
                                 cpu_seconds=exit.cpu_seconds, compute_cost_usd=cost, dbus=exit.dbus,
                                 compute_state=state)
 
-    def _log_end(self, run: Run, done: settlement.Settled | None, outcome) -> None:
+    def _log_end(self, run: Run, done: settlement.Settled | None, outcome: CallbackOutcome | None) -> None:
         exit = _exit(run)
         if exit.wall_seconds is not None:
             PROCESS.observe("quire_extraction_seconds", exit.wall_seconds)
@@ -387,7 +395,8 @@ class RunTable:
                     cpu_seconds=round(exit.cpu_seconds, 3) if exit.cpu_seconds is not None else None,
                     reported=reported or (outcome and "by worker"), worker=self.config.worker_id)
 
-    def _report(self, attempt_id: int, payload: dict[str, Any], *, raise_db_errors: bool = False):
+    def _report(self, attempt_id: int, payload: dict[str, Any], *,
+                raise_db_errors: bool = False) -> CallbackOutcome | None:
         """Applies a report directly (the worker is trusted); an invalid one becomes a failure."""
         try:
             with self.connection() as conn:
@@ -481,7 +490,7 @@ class RunTable:
         return handed
 
 
-def run_agent(agent: Agent, task) -> Agent:
+def run_agent(agent: Agent, task: Task) -> Agent:
     """The agent as this task runs it: an edit-and-retry's extractor and model over its own."""
     overrides = task.run_overrides or {}
     if not overrides:

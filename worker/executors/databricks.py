@@ -47,7 +47,7 @@ class DatabricksConfig:
     callback_key: str | None = field(default=None, repr=False)
     allow_loopback_callbacks: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_poll_failures < 1:
             raise ValueError("max_poll_failures must be at least 1")
 
@@ -164,7 +164,7 @@ class DatabricksExecutor(Executor[DatabricksHandle]):
         self._client: Any = None
         self._lock = threading.Lock()
 
-    def client(self):
+    def client(self) -> Any:
         """The workspace client, made on first use from the environment (DATABRICKS_HOST, ...)."""
         with self._lock:
             if self._client is None:

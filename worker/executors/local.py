@@ -14,10 +14,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker import logs
 from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
 from worker.executors.forkserver import Child, ForkServer, ForkServerGone
+
+if TYPE_CHECKING:
+    from schema.models import Agent
 
 # Never handed to an agent process: it reports through its own per-attempt secret only.
 WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPERATOR_TOKEN",
@@ -26,9 +30,9 @@ WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPE
 AGENT_ENV = ("QUIRE_LLM_MODEL", "QUIRE_LLM_PRICE_INPUT_PER_MTOK", "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
 
 
-def agent_run_settings(agent) -> dict[str, str]:
+def agent_run_settings(agent: Agent) -> dict[str, str]:
     """The agent's configured model and prices as run settings; an unset one is an empty string."""
-    def text(value) -> str:
+    def text(value: object) -> str:
         return "" if value is None else str(value)
     return {"model": text(agent.model), "price_input_per_mtok": text(agent.price_input_per_mtok),
             "price_output_per_mtok": text(agent.price_output_per_mtok)}
@@ -52,7 +56,7 @@ class LocalConfig:
     preload: bool = False
     preload_wait_seconds: float = 30.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.stderr_tail_chars < 0:
             raise ValueError("stderr_tail_chars must not be negative")
         if self.preload_wait_seconds < 0:

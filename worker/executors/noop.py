@@ -19,7 +19,7 @@ class NoopConfig:
 
     http_timeout_seconds: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.http_timeout_seconds <= 0:
             raise ValueError("http_timeout_seconds must be positive")
 
