@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from agents.dates import find_dates
 
 ISO_CODES = frozenset(
-    ["EUR", "USD", "GBP", "CHF", "JPY", "CAD", "AUD", "NZD", "SEK", "NOK", "DKK", "ISK", "PLN", "CZK", "HUF", "RON", "BGN", "TRY", "CNY", "HKD", "SGD", "INR", "BRL", "MXN", "ZAR", "AED", "SAR", "QAR", "KWD", "RUB", "UAH", "KRW", "ILS", "THB", "MYR", "IDR", "PHP", "TWD", "ARS", "CLP", "COP", "EGP", "MAD", "NGN", "KES"]
+    [
+        "EUR", "USD", "GBP", "CHF", "JPY", "CAD", "AUD", "NZD", "SEK", "NOK", "DKK", "ISK", "PLN", "CZK", "HUF", "RON",
+        "BGN", "TRY", "CNY", "HKD", "SGD", "INR", "BRL", "MXN", "ZAR", "AED", "SAR", "QAR", "KWD", "RUB", "UAH", "KRW",
+        "ILS", "THB", "MYR", "IDR", "PHP", "TWD", "ARS", "CLP", "COP", "EGP", "MAD", "NGN", "KES",
+    ]
 )
 # Longest first, so "US$" wins over "$".
 _SYMBOLS = {
