@@ -674,7 +674,8 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
                      "priority": task["priority"] if priority is None else priority,
                      "agent": edit["agent"], "run_overrides": json.dumps(edit["run_overrides"])}
             new_id = fetch_row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
-                                                           "submitted_by": actor, "retried_by": actor, "now": now})["id"]
+                                                           "submitted_by": actor, "retried_by": actor,
+                                                           "now": now})["id"]
         elif task["status"] in (TaskStatus.FAILED.value, TaskStatus.CANCELLED.value):
             new_id = task_id
         else:

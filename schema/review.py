@@ -185,8 +185,8 @@ def _changes(current: dict[str, Any], values: dict[str, Any]) -> list[dict[str, 
             if (current[name] != value if name in current else value is not None)]
 
 
-def _write(conn: psycopg.Connection, review_id: int, claim_token: int, who: str, values: dict[str, Any], reason: str | None,
-           lease_seconds: int, now: datetime | None) -> int:
+def _write(conn: psycopg.Connection, review_id: int, claim_token: int, who: str, values: dict[str, Any],
+           reason: str | None, lease_seconds: int, now: datetime | None) -> int:
     """Under the claim's lock: the changed values appended to the trail (how many), the lease renewed."""
     row = _lock_current(conn, review_id, claim_token, who)
     changes: list[dict[str, Any]] = []

@@ -118,7 +118,8 @@ def statement(conn: psycopg.Connection) -> AbstractContextManager[Any]:
     return conn.transaction()
 
 
-def run_query(conn: psycopg.Connection, query: str | bytes | SQL | Composed, params: Params | None = None) -> list[dict]:
+def run_query(conn: psycopg.Connection, query: str | bytes | SQL | Composed,
+              params: Params | None = None) -> list[dict]:
     """Runs a query in `statement(conn)` and returns its rows as dicts, whatever the connection's
     own row factory ([] for a statement without rows)."""
     from psycopg.rows import dict_row

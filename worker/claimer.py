@@ -181,7 +181,8 @@ class Claimer:
         self._skip_unknown(agents)
         return claimed + len(claims)
 
-    def _claim_each(self, conn: psycopg.Connection, agents: dict[str, Agent], slots: dict[str, tuple[str, int]]) -> list:
+    def _claim_each(self, conn: psycopg.Connection, agents: dict[str, Agent],
+                    slots: dict[str, tuple[str, int]]) -> list:
         """Claims for each unthrottled agent alone within its pool's slots; an agent whose claim
         fails on its data is halted (its tasks wait, the dashboard says why)."""
         left = dict(slots.values())

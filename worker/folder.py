@@ -37,7 +37,8 @@ class RollupFolder:
     """Runs `schema.rollups.rollup_fold` a bounded step at a time; folds of several workers (and of
     apps without a worker) take turns (one advisory lock)."""
 
-    def __init__(self, pool: ConnectionPool, worker_id: str, config: FolderConfig | None = None, db_timeout_seconds: float = 10.0):
+    def __init__(self, pool: ConnectionPool, worker_id: str, config: FolderConfig | None = None,
+                 db_timeout_seconds: float = 10.0):
         self.pool = pool
         self.worker_id = worker_id
         self.config = config or FolderConfig()

@@ -104,7 +104,8 @@ def for_viewer(slot: str, who: Identity) -> str:
 
 def page_request(pagination: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
     """The pagination a browser asked for, within bounds: a page of 1 to MAX_ROWS_PER_PAGE rows."""
-    merged: dict[str, Any] = {**pagination, **{k: asked[k] for k in ("page", "rowsPerPage", "sortBy", "descending") if k in asked}}
+    merged: dict[str, Any] = {**pagination, **{k: asked[k] for k in ("page", "rowsPerPage", "sortBy", "descending")
+                                               if k in asked}}
     try:
         rows = int(merged["rowsPerPage"] or MAX_ROWS_PER_PAGE)  # Quasar's 0 means "all"
         page = int(merged["page"] or 1)
@@ -167,7 +168,8 @@ class TaskTable:
         self.who = who
         self.filter = TaskFilter()
         self._on_changed = on_changed
-        self.pagination: dict[str, Any] = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True, "rowsNumber": 0}
+        self.pagination: dict[str, Any] = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True,
+                                           "rowsNumber": 0}
         # Keyset paging: page n+1 starts after the (sort value, id) of page n's last row.
         self._cursors: dict[int, tuple[Any, int]] = {}
         self.total_hint: int | None = None  # the filter's total, when the caller just read it
