@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup system-deps bench clean
+.PHONY: run test check setup system-deps bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,7 +22,13 @@ system-deps:
 run: system-deps $(STAMP)
 	$(BIN)/quire up --samples
 
-test: system-deps $(STAMP)
+# The checks come first, and the first to fail stops the run: ruff (lint) and mypy (types), both
+# configured in pyproject.toml, then the tests.
+check: $(STAMP)
+	$(BIN)/ruff check app worker schema agents bench tests
+	$(BIN)/mypy
+
+test: system-deps check
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

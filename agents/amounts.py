@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from agents.dates import find_dates
 
 ISO_CODES = frozenset(
-    "EUR USD GBP CHF JPY CAD AUD NZD SEK NOK DKK ISK PLN CZK HUF RON BGN TRY CNY HKD SGD "
-    "INR BRL MXN ZAR AED SAR QAR KWD RUB UAH KRW ILS THB MYR IDR PHP TWD ARS CLP COP EGP "
-    "MAD NGN KES".split()
+    [
+        "EUR", "USD", "GBP", "CHF", "JPY", "CAD", "AUD", "NZD", "SEK", "NOK", "DKK", "ISK", "PLN", "CZK", "HUF", "RON",
+        "BGN", "TRY", "CNY", "HKD", "SGD", "INR", "BRL", "MXN", "ZAR", "AED", "SAR", "QAR", "KWD", "RUB", "UAH", "KRW",
+        "ILS", "THB", "MYR", "IDR", "PHP", "TWD", "ARS", "CLP", "COP", "EGP", "MAD", "NGN", "KES",
+    ]
 )
 # Longest first, so "US$" wins over "$".
 _SYMBOLS = {
@@ -78,7 +80,7 @@ def parse_number(token: str) -> float | None:
             return None
         if any(len(g) != 3 for g in groups[1:]):
             return None
-    elif len(integer) > 1 and integer.startswith("0") or len(integer) > 12:
+    elif (len(integer) > 1 and integer.startswith("0")) or len(integer) > 12:
         return None  # codes and identifiers, not amounts
     value = float("".join(groups) + ("." + fraction if fraction else ""))
     return -value if negative else value

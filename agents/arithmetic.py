@@ -61,7 +61,7 @@ def _options(candidates: list, limit: int = 4) -> list[tuple[float | None, float
             continue
         seen[value] = max(seen.get(value, 0.0), cand.confidence)
     ranked = sorted(seen.items(), key=lambda kv: -kv[1])[:limit]
-    return ranked + [(None, 0.0)]
+    return [*ranked, (None, 0.0)]
 
 
 def resolve_totals(fields: dict[str, FieldValue], readings: dict[str, list]) -> list[str]:
@@ -76,7 +76,7 @@ def resolve_totals(fields: dict[str, FieldValue], readings: dict[str, list]) -> 
     for sub, tax, total, disc, ship in itertools.product(*(opts[n] for n in (
             "subtotal", "tax", "total", "discount", "shipping"))):
         score = sub[1] + tax[1] + total[1] + 0.5 * (disc[1] + ship[1])
-        consistent = None not in (sub[0], tax[0], total[0]) and _close(
+        consistent = sub[0] is not None and tax[0] is not None and total[0] is not None and _close(
             sub[0] - (disc[0] or 0) + (ship[0] or 0) + tax[0], total[0])
         if (disc[0] or ship[0]) and not consistent:
             continue  # discounts and shipping are taken only when they make the sum work
@@ -119,7 +119,7 @@ def resolve_totals(fields: dict[str, FieldValue], readings: dict[str, list]) -> 
 
 def check_line_items(fields: dict[str, FieldValue], items: list[dict]) -> bool | None:
     """Whether the line items add up to the subtotal or total (None when there is nothing to check)."""
-    amounts = [item.get("amount") for item in items if isinstance(item.get("amount"), (int, float))]
+    amounts = [amount for item in items if isinstance(amount := item.get("amount"), (int, float))]
     targets = [fields[n].value for n in ("subtotal", "total") if fields[n].value is not None]
     if not amounts or not targets:
         return None
@@ -145,7 +145,7 @@ def answer_problems(document_type: str, fields: dict[str, FieldValue]) -> dict[s
         if isinstance(amount, (int, float)) and abs(amount) >= MAX_AMOUNT:
             problems[name] = f"{amount} is not a plausible invoice amount"
     sub, tax, total = value.get("subtotal"), value.get("tax"), value.get("total")
-    if None not in (sub, tax, total) and not _close(sub + tax, total):
+    if sub is not None and tax is not None and total is not None and not _close(sub + tax, total):
         problems["total"] = (f"subtotal {sub} + tax {tax} = {round(sub + tax, 2)}, not the total "
                              f"{total} (a discount, shipping line or a misread figure?)")
     if total is not None and total < 0 and (sub is None or sub >= 0):

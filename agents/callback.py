@@ -10,7 +10,8 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agents.errors import ConfigurationError
 
@@ -55,6 +56,7 @@ def resolve_secret(attempt_id: int | None) -> str:
         raise ConfigurationError("--attempt-id is needed to derive the callback secret")
     if key:
         return derive_attempt_secret(key, attempt_id)
+    assert scope and name  # checked above: without a key, both are set
     return derive_attempt_secret(read_secret(scope, name), attempt_id)
 
 

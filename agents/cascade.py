@@ -22,10 +22,16 @@ from typing import Any
 from agents.amounts import money_values
 from agents.arithmetic import answer_problems, lower_confidence
 from agents.classify import Classification
+from agents.confidence import (
+    REVIEW_THRESHOLD,
+    attach_evidence,
+    calibrate,
+    document_confidence,
+    needs_review,
+    sums_check,
+)
 from agents.dates import find_dates
 from agents.einvoice import XML_CONFIDENCE, EInvoice
-from agents.confidence import (REVIEW_THRESHOLD, attach_evidence, calibrate, document_confidence, needs_review,
-                               sums_check)
 from agents.fields import CORE_FIELDS, FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields
 from agents.layout import DocView
 from agents.llm import ChatClient
@@ -154,7 +160,7 @@ class CascadeExtractor:
                     fields[name] = replace(fv, stage=rules_stage)  # evidence and all
             doubtful = doubtful_fields(fields, threshold)
             model = None
-            if doubtful and self.use_llm and not einvoice and document.pages:
+            if doubtful and self.use_llm and not einvoice and view is not None:  # the document has pages
                 model = self._ask_model(document, doc_type, fields, doubtful, usage, tracer)
                 answered = {n: fields[n] for n in doubtful if fields[n].stage == "llm"}
                 attach_evidence(view, doc_type, answered, "llm")

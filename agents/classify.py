@@ -50,7 +50,7 @@ _KEYWORDS: dict[str, dict[str, float]] = {
         "precio unitario": 1.5, "cantidad": 0.5, "forma de pago": 1.5, "recibo": 2,
         # pt
         "fatura": 3, "nota fiscal": 3, "numero da fatura": 3, "data de emissao": 2,
-        "data de vencimento": 2, "valor total": 1.5, "cnpj": 1.5, "nif": 1, "recibo": 2,
+        "data de vencimento": 2, "valor total": 1.5, "cnpj": 1.5,
         "preco unitario": 1.5, "quantidade": 0.5, "impostos": 1, "fatura-recibo": 3,
     },
     "contract": {
@@ -151,7 +151,7 @@ def classify(text: str) -> Classification:
     cues = [weight for pattern, weight in _STRUCTURE if pattern.search(head)]
     if scores["invoice"] >= 1 or len(cues) >= 3:
         scores["invoice"] = round(scores["invoice"] + sum(cues), 2)
-    best = max(scores, key=scores.get)
+    best = max(scores, key=scores.__getitem__)
     total = sum(scores.values())
     if scores[best] < _MIN_SCORE:
         # The less any type's vocabulary shows, the surer "other" is.

@@ -13,7 +13,12 @@ import threading
 from pathlib import Path
 
 from agents.callback import (
-    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, app_bearer, resolve_secret,
+    CallbackClient,
+    CallbackFailed,
+    CallbackRejected,
+    Heartbeat,
+    app_bearer,
+    resolve_secret,
 )
 from agents.durable import is_volume_path, write_report
 from agents.errors import ConfigurationError, Stopped
@@ -107,7 +112,7 @@ def command_run(args: argparse.Namespace) -> int:
     apply_run_settings(args)
     signed = bool(args.callback_url or args.heartbeat_url)
     try:
-        secret = resolve_secret(args.attempt_id) if signed else None
+        secret = resolve_secret(args.attempt_id) if signed else ""  # unsigned: nothing is sent
     except ConfigurationError as exc:
         # Without a secret nothing can be reported; the orchestrator's lease sweeper takes over.
         log.error("%s", exc)

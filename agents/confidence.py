@@ -53,10 +53,10 @@ def sums_check(fields: dict[str, FieldValue]) -> bool | None:
     value = {n: fv.value for n, fv in fields.items()}
     sub, tax, total = value.get("subtotal"), value.get("tax"), value.get("total")
     items = value.get("line_items") or []
-    amounts = [i.get("amount") for i in items if isinstance(i, dict)
-               and isinstance(i.get("amount"), (int, float))]
+    amounts = [amount for i in items if isinstance(i, dict)
+               and isinstance(amount := i.get("amount"), (int, float))]
     verdicts = []
-    if None not in (sub, tax, total):
+    if sub is not None and tax is not None and total is not None:
         verdicts.append(_close(sub + tax, total))
     if amounts and (sub is not None or total is not None):
         verdicts.append(any(_close(sum(amounts), t) for t in (sub, total) if t is not None))

@@ -9,8 +9,9 @@ the same value, one of the signals the confidence model weighs.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from agents.amounts import currency_spans, find_amounts
 from agents.dates import find_dates

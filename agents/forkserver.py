@@ -20,6 +20,7 @@ on their own, as runs the worker starts directly do.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import importlib
 import json
@@ -232,13 +233,11 @@ def main() -> int:
     finally:
         # A run ends as a fresh process would (its other threads waited for, exit handlers run,
         # output flushed), without taking apart, object by object, all that the server loaded.
-        threading._shutdown()
+        threading._shutdown()  # type: ignore[attr-defined]  # CPython's own, not in the stubs
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from agents.amounts import ISO_CODES, currency_code, money_values
 from agents.dates import find_dates
@@ -34,22 +35,24 @@ IGNORED_LABELS = [
 ]
 # Words that head columns and blocks of invoices in the supported languages. A value made only
 # of label words (with the field labels of a vocabulary) is a heading, never a value.
-HEADING_WORDS = frozenset(fold(w) for w in """
-number nummer numero numéro nr no n° num pos position item items article artikel articolo
-description beschreibung bezeichnung descrizione désignation designation omschrijving
-descripción descripcion qty quantity menge anzahl quantité quantite quantità quantita aantal
-cantidad unit units einheit unité unite unità unita eenheid unidad price preis prix prezzo
-prijs precio unit price einzelpreis prix unitaire prezzo unitario stuksprijs precio unitario
-amount betrag montant importo bedrag importe total totale totaal gesamt summe sum subtotal
-date datum data fecha page seite pagina página invoice rechnung facture fattura factuur
-factura fatura receipt quittung ricevuta reçu recu bill to ship to sold to buyer käufer
-kaeufer seller verkäufer verkaeufer customer kunde client cliente klant destinatario
-destinataire empfänger empfaenger rechnungsempfänger leistungsempfänger supplier lieferant
-fournisseur fornitore leverancier proveedor vendor vendeur venditore from von de da van
-to an à a al aan vat mwst ust tva iva btw tax steuer netto brutto net gross ht ttc details
-reference referenz référence riferimento referentie referencia ref code id tel phone fax
-email e-mail iban bic swift address adresse indirizzo adres dirección direccion name
-""".split())
+HEADING_WORDS = frozenset(fold(w) for w in [
+    "number", "nummer", "numero", "numéro", "nr", "no", "n°", "num", "pos", "position", "item", "items", "article",
+    "artikel", "articolo", "description", "beschreibung", "bezeichnung", "descrizione", "désignation", "designation",
+    "omschrijving", "descripción", "descripcion", "qty", "quantity", "menge", "anzahl", "quantité", "quantite",
+    "quantità", "quantita", "aantal", "cantidad", "unit", "units", "einheit", "unité", "unite", "unità", "unita",
+    "eenheid", "unidad", "price", "preis", "prix", "prezzo", "prijs", "precio", "unit", "price", "einzelpreis", "prix",
+    "unitaire", "prezzo", "unitario", "stuksprijs", "precio", "unitario", "amount", "betrag", "montant", "importo",
+    "bedrag", "importe", "total", "totale", "totaal", "gesamt", "summe", "sum", "subtotal", "date", "datum", "data",
+    "fecha", "page", "seite", "pagina", "página", "invoice", "rechnung", "facture", "fattura", "factuur", "factura",
+    "fatura", "receipt", "quittung", "ricevuta", "reçu", "recu", "bill", "to", "ship", "to", "sold", "to", "buyer",
+    "käufer", "kaeufer", "seller", "verkäufer", "verkaeufer", "customer", "kunde", "client", "cliente", "klant",
+    "destinatario", "destinataire", "empfänger", "empfaenger", "rechnungsempfänger", "leistungsempfänger", "supplier",
+    "lieferant", "fournisseur", "fornitore", "leverancier", "proveedor", "vendor", "vendeur", "venditore", "from",
+    "von", "de", "da", "van", "to", "an", "à", "a", "al", "aan", "vat", "mwst", "ust", "tva", "iva", "btw", "tax",
+    "steuer", "netto", "brutto", "net", "gross", "ht", "ttc", "details", "reference", "referenz", "référence",
+    "riferimento", "referentie", "referencia", "ref", "code", "id", "tel", "phone", "fax", "email", "e-mail", "iban",
+    "bic", "swift", "address", "adresse", "indirizzo", "adres", "dirección", "direccion", "name",
+])
 
 
 def is_label_text(text: str, labels: dict[str, list[tuple[str, float]]] | None = None) -> bool:

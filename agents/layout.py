@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 _COLUMN_GAP = re.compile(r"\s{2,}|\t+")
 _SPACES = re.compile(r"\s+")

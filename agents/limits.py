@@ -57,7 +57,7 @@ class Limits:
     ocr_min_dpi: float = 100              # below this a page is too large to OCR, and refused
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         return cls(max_pages=int(_env_number("QUIRE_MAX_PAGES", cls.max_pages)),
                    max_inflated_mb=_env_number("QUIRE_MAX_INFLATED_MB", cls.max_inflated_mb),
                    max_image_megapixels=_env_number("QUIRE_MAX_IMAGE_MEGAPIXELS", cls.max_image_megapixels),
@@ -169,7 +169,8 @@ def inspect(data: bytes, limits: Limits) -> dict:
         for index in range(pages):
             page = pdf[index]
             try:
-                check_page(index + 1, *page.get_size(), limits)
+                width, height = page.get_size()
+                check_page(index + 1, width, height, limits)
                 textpage = page.get_textpage()
                 try:
                     chars += max(0, textpage.count_chars())

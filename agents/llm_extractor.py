@@ -14,7 +14,12 @@ from agents.classify import DOCUMENT_TYPES, Classification
 from agents.confidence import attach_evidence, document_confidence, needs_review, sums_check
 from agents.errors import ExtractionError
 from agents.fields import (
-    FIELD_SPECS, Extraction, FieldValue, Usage, empty_fields, validate_fields,
+    FIELD_SPECS,
+    Extraction,
+    FieldValue,
+    Usage,
+    empty_fields,
+    validate_fields,
 )
 from agents.layout import DocView
 from agents.llm import ChatClient, parse_json_object
@@ -140,7 +145,8 @@ class LLMExtractor:
             return doc_type, fields
         # One repair round for answers that parse but fail the arithmetic and sanity checks.
         listed = "; ".join(f"{name}: {why}" for name, why in failed.items())
-        repair = messages + [
+        repair = [
+            *messages,
             {"role": "assistant", "content": reply.content},
             {"role": "user", "content": _RECHECK.format(problems=listed)},
         ]
@@ -156,7 +162,8 @@ class LLMExtractor:
     def _repair(self, client: ChatClient, messages: list[dict], content: str, problems: str,
                 fixed_type: str | None, usage: Usage, tracer: Any) -> tuple[str, dict[str, FieldValue]]:
         # One repair round: show the model its reply and what was wrong with it.
-        repair = messages + [
+        repair = [
+            *messages,
             {"role": "assistant", "content": content},
             {"role": "user", "content": _REPAIR.format(problems=problems)},
         ]

@@ -76,7 +76,8 @@ def ocr_page(page: Any) -> list[Line]:
     # The resolution is lowered for a large page so its image stays under the pixel limit; a page
     # too large for any readable resolution is refused (limits.TooCostly) instead of rendered.
     wanted = float(os.environ.get("QUIRE_OCR_DPI") or DEFAULT_DPI)
-    scale = ocr_dpi(*page.get_size(), wanted, Limits.from_env()) / 72
+    width, height = page.get_size()
+    scale = ocr_dpi(width, height, wanted, Limits.from_env()) / 72
     image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
     # Grey shading behind table rows hides their figures from Tesseract's own binarisation, so
     # the page is made black and white first, keeping only ink darker than mid-grey. (Filtering
@@ -198,5 +199,5 @@ def _straighten(image):
             best_angle, best_score = angle, score
     if best_angle == 0.0:
         return image, 0.0
-    return (image.rotate(best_angle, fillcolor=255, resample=Image.BICUBIC, expand=True),
+    return (image.rotate(best_angle, fillcolor=255, resample=Image.Resampling.BICUBIC, expand=True),
             best_angle)

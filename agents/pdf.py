@@ -111,6 +111,8 @@ def _download_from_volume(path: str) -> bytes:
     from databricks.sdk import WorkspaceClient
 
     response = WorkspaceClient().files.download(path)
+    if response.contents is None:
+        raise OSError(f"the Volume sent no content for {path}")
     with response.contents as stream:
         return stream.read()
 

@@ -128,15 +128,15 @@ def chunk_pages(pages: list[Page], budget: int | None = None) -> list[Chunk]:
     budget = budget or context_budget()
     chunks: list[Chunk] = []
     parts: list[str] = []
-    first = None
-    used = 0
+    first = last = used = 0
     for page in pages:
         for piece in _split_page(page, budget):
             size = estimate_tokens(piece)
             if parts and used + size > budget:
                 chunks.append(Chunk(first, last, "\n\n".join(parts)))
-                parts, used, first = [], 0, None
-            first = page.number if first is None else first
+                parts, used = [], 0
+            if not parts:
+                first = page.number
             last = page.number
             parts.append(piece)
             used += size

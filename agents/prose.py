@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from agents.amounts import money_values
 from agents.dates import find_dates
@@ -86,7 +87,7 @@ def date_at(dayfirst: bool) -> Callable[[str], tuple[str, int] | None]:
     return parse
 
 
-def amount_at(text: str) -> tuple[float, int] | None:
+def amount_at(text: str) -> tuple[float | None, int] | None:
     """A prose parser for the first non-percentage amount (scaled by 'million' etc.)."""
     values = money_values(text)
     if not values:

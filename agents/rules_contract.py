@@ -9,7 +9,14 @@ from agents.dates import find_dates
 from agents.fields import FieldValue, empty_fields
 from agents.layout import DocView, fold
 from agents.prose import (
-    LEGAL_FORM, after_phrases, amount_at, company_name, cut_name, date_at, legal_names, phrases,
+    LEGAL_FORM,
+    after_phrases,
+    amount_at,
+    company_name,
+    cut_name,
+    date_at,
+    legal_names,
+    phrases,
     usual_case,
 )
 
@@ -73,7 +80,7 @@ _NUMBER_WORDS = {
     "uno": 1, "un": 1, "una": 1, "due": 2, "tre": 3, "quattro": 4, "cinque": 5, "sei": 6,
     "sette": 7, "otto": 8, "nove": 9, "dieci": 10, "undici": 11, "dodici": 12,
     "diciotto": 18, "ventiquattro": 24, "trentasei": 36, "quarantotto": 48, "sessanta": 60,
-    "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "six": 6, "sept": 7, "huit": 8,
+    "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8,
     "neuf": 9, "dix": 10, "onze": 11, "douze": 12, "dix-huit": 18, "vingt-quatre": 24,
     "trente-six": 36, "quarante-huit": 48, "soixante": 60,
     "ein": 1, "eine": 1, "einen": 1, "einem": 1, "zwei": 2, "drei": 3, "vier": 4, "funf": 5,
@@ -167,7 +174,7 @@ def extract_contract(view: DocView) -> dict[str, FieldValue]:
     return fields
 
 
-def _contract_amount(text: str) -> tuple[float, int] | None:
+def _contract_amount(text: str) -> tuple[float | None, int] | None:
     # Liability caps, insurance cover and penalties are amounts too, but not the contract's value.
     found = amount_at(text)
     if found is None or _CAPS.search(fold(text[:found[1]])):

@@ -8,12 +8,15 @@ from agents.amounts import dominant_currency
 from agents.arithmetic import is_tax_id, parse_invoice_amount, resolve_totals
 from agents.dates import add_days, find_dates
 from agents.fields import FieldValue, empty_fields
+from agents.issuer import find_issuer
 from agents.labels import (
-    LabelIndex, date_parser, parse_currency, parse_identifier,
+    LabelIndex,
+    date_parser,
+    parse_currency,
+    parse_identifier,
 )
 from agents.layout import DocView, fold
 from agents.line_items import find_headerless_items, find_tables
-from agents.issuer import find_issuer
 from agents.prose import usual_case
 
 
@@ -232,9 +235,9 @@ def _fill_dates(view: DocView, fields: dict[str, FieldValue]) -> None:
             if not _PAYMENT_WORDS.search(fold(sentence)):
                 continue
             deadlines = [
-                found[0] for m in _DEADLINE.finditer(fold(sentence))
-                if (found := find_dates(sentence[m.end():m.end() + 40], view.dayfirst))
-                and found[0].start <= 3
+                near[0] for m in _DEADLINE.finditer(fold(sentence))
+                if (near := find_dates(sentence[m.end():m.end() + 40], view.dayfirst))
+                and near[0].start <= 3
             ]
             if deadlines:
                 fields["due_date"] = FieldValue(deadlines[0].iso, 0.7)

@@ -6,7 +6,8 @@ import contextlib
 import logging
 import os
 import socket
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)

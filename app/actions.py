@@ -4,7 +4,8 @@ tasks, and what a bulk action over a whole filter would touch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any
 
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
@@ -24,7 +25,7 @@ async def pause_agent(pool: ConnectionPool, agent: str, *, actor: str, until: da
     """Pauses an agent: running tasks finish, nothing new starts until `until` or a resume."""
     check_text("reason", reason)
     if until is not None and until.tzinfo is None:
-        until = until.replace(tzinfo=timezone.utc)
+        until = until.replace(tzinfo=UTC)
     agent_row = await in_thread(pool, queue.pause_agent, agent, actor=actor, until=until, reason=reason)
     forget_live(pool)
     return agent_row
@@ -58,7 +59,7 @@ class ActionResult:
 
 
 def _act(conn: Connection, ids: list[int], action: str, actor: str, priority: int | None = None,
-         edit: dict[str, str | None] | None = None) -> list[ActionResult]:
+         edit: dict[str, Any] | None = None) -> list[ActionResult]:
     results = []
     for task_id in ids:
         try:

@@ -8,10 +8,10 @@ import hmac
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request
@@ -44,6 +44,13 @@ class Identity:
     @property
     def authenticated(self) -> bool:
         return self.name is not None
+
+    @property
+    def actor(self) -> str:
+        """The name a change is recorded under; an anonymous caller changes nothing."""
+        if self.name is None:
+            raise PermissionError("an anonymous caller cannot change anything")
+        return self.name
 
     @property
     def operator(self) -> bool:
@@ -108,7 +115,9 @@ class Authenticator:
         return hashlib.sha256(b"quire-ui-storage:" + self._session_key).hexdigest()
 
     def check_token(self, candidate: str | None) -> bool:
-        return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
+        if not candidate or self.token is None:
+            return False
+        return hmac.compare_digest(candidate.encode(), self.token.encode())
 
     def identify(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Identity:
         if self.databricks:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 

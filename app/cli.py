@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
 
 from schema.errors import QuireError, UnknownAgent
@@ -20,18 +21,16 @@ def _settings():
 
 def _prepare():
     """Migrates and applies quire.toml: only `migrate`, `up`, `serve` and `worker` do this."""
-    from schema import db
+    from schema import db, queue
     from schema.bootstrap import prepare_database
     from worker.agent_check import check_agents
-
-    from schema import queue
 
     dsn = prepare_database(_settings())
     with db.connect(dsn) as conn:
         for agent, error in check_agents(conn).items():
             print(f"agent {agent!r} will not run until its configuration is fixed: {error}", file=sys.stderr)
-        for agent in queue.list_agents(conn):
-            print(agent_line(agent))
+        for spec in queue.list_agents(conn):
+            print(agent_line(spec))
     return dsn
 
 
@@ -117,6 +116,7 @@ def cmd_submit(args) -> int:
                     else f"{result.pages} pages, "
                 print(f"task {result.task_id}: {result.name} ({kind}priority {args.priority}, agent {agent.name})")
             elif result.outcome == "duplicate":
+                assert result.duplicate_of is not None  # a duplicate names its original
                 print(f"duplicate {result.name}: already task {result.duplicate_of['id']} "
                       f"({result.duplicate_of['status']}); --duplicates rerun runs it again")
             else:
@@ -144,21 +144,21 @@ def cmd_status(args) -> int:
 
 def _when(text: str):
     """An ISO 8601 time for --until (UTC when it names no zone)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time (like 2026-01-31T18:00): {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def cmd_pause(args) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from schema import db, queue
 
-    if args.until is not None and args.until <= datetime.now(timezone.utc):
+    if args.until is not None and args.until <= datetime.now(UTC):
         raise ValueError("the time to resume must be in the future")
     with db.connect(_database()) as conn:
         agent = queue.pause_agent(conn, args.agent, actor=args.by, until=args.until, reason=args.reason)

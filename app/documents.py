@@ -217,6 +217,7 @@ def _inspect_until_failure(paths: list[Path]) -> list[dict]:
     with tempfile.TemporaryFile() as errors, subprocess.Popen(
             [sys.executable, "-m", "agents.limits", *map(str, paths)], stdout=subprocess.PIPE, stderr=errors,
             stdin=subprocess.DEVNULL, cwd=_ROOT, env=env) as child:
+        assert child.stdout is not None  # a pipe
         with selectors.DefaultSelector() as selector:
             selector.register(child.stdout, selectors.EVENT_READ)
             buffer = b""
@@ -277,10 +278,10 @@ def store_document(files_root: Path, doc: CheckedDocument) -> str:
     if str(files_root).startswith("/Volumes/") and not Path("/Volumes").exists():
         from databricks.sdk import WorkspaceClient
 
-        target = f"{str(files_root).rstrip('/')}/{relative}"
+        remote = f"{str(files_root).rstrip('/')}/{relative}"
         with open(doc.path, "rb") as handle:
-            WorkspaceClient().files.upload(target, handle, overwrite=True)
-        return target
+            WorkspaceClient().files.upload(remote, handle, overwrite=True)
+        return remote
     target = files_root / relative
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)

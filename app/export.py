@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import pandas as pd
@@ -26,7 +26,7 @@ MEDIA_TYPES = {"csv": "text/csv; charset=utf-8",
 
 def _utc(value: datetime | None) -> datetime | None:
     # Spreadsheets hold no time zone: every time is written as UTC, and the column says so.
-    return value.astimezone(timezone.utc).replace(tzinfo=None) if value is not None else None
+    return value.astimezone(UTC).replace(tzinfo=None) if value is not None else None
 
 
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

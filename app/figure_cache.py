@@ -17,9 +17,10 @@ import math
 import time
 import weakref
 from collections import Counter
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Hashable, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
@@ -82,6 +83,7 @@ class FigureCache:
         as of the last fold (what an open page shows), which spares the read of the unfolded marks."""
         held, current = await self._current(flt, since, exact)
         if held.summary is None:
+            assert held.view is not None  # made by _current
             held.summary = figures.summary_of(held.view)
         return held.summary, current
 
@@ -89,6 +91,7 @@ class FigureCache:
                      exact: bool = True) -> tuple[Charts, bool]:
         held, current = await self._current(flt, since, exact)
         if held.charts is None:
+            assert held.view is not None  # made by _current
             held.charts = figures.charts_of(held.view)
         return held.charts, current
 
@@ -139,7 +142,7 @@ class FigureCache:
             return held.read_at < since and now - held.read_at >= self.interval
         if fig.first_created is not None:
             # The chart's bucket grows with the span: a new bucket means new rows to read.
-            end = fig.flt.date_to or datetime.now(timezone.utc)
+            end = fig.flt.date_to or datetime.now(UTC)
             return bucket_for_span(fig.flt.date_from or fig.first_created, end) != fig.bucket
         return False
 
@@ -164,7 +167,7 @@ class FigureCache:
             now = time.monotonic()
             held = self._held.get(flt)
             read = self._due(held, now, since)
-            if read:
+            if read or held is None:  # (_due is True for a filter not held)
                 held = await self._read(flt, now, advance=True)
             if not held.fig.live:
                 return held
@@ -200,7 +203,7 @@ class FigureCache:
         self._generation += 1
 
 
-_caches: "weakref.WeakKeyDictionary[ConnectionPool, FigureCache]" = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[ConnectionPool, FigureCache] = weakref.WeakKeyDictionary()
 
 
 def for_pool(pool: ConnectionPool) -> FigureCache:

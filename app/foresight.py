@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -201,8 +201,8 @@ def eta_text(seconds: float | None, low: float | None = None, high: float | None
         return ""
     from app.components import format as fmt
 
-    at = datetime.now(timezone.utc).timestamp() + seconds
-    clock = f"{datetime.fromtimestamp(at, timezone.utc):%H:%M} UTC"
+    at = datetime.now(UTC).timestamp() + seconds
+    clock = f"{datetime.fromtimestamp(at, UTC):%H:%M} UTC"
     if low is not None and high is not None and fmt.duration(low) != fmt.duration(high):
         return f"ETA {fmt.duration(low)} to {fmt.duration(high)} (about {clock})"
     return f"ETA {fmt.duration(seconds)} ({clock})"

@@ -3,7 +3,7 @@ the task list."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from schema.models import TaskStatus
 from schema.stats_types import TaskFilter
@@ -46,11 +46,11 @@ def _moment(value: str | None, *, end: bool) -> datetime | None:
     try:
         if len(value) == 10:
             day = date.fromisoformat(value)
-            moment = datetime.combine(day, time(), tzinfo=timezone.utc)
+            moment = datetime.combine(day, time(), tzinfo=UTC)
         else:
             moment = datetime.fromisoformat(value)
-            moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-        day = moment.astimezone(timezone.utc).date()
+            moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        day = moment.astimezone(UTC).date()
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"Dates must be {_DATE_BOUNDS} (ISO, like 2026-03-01): not {value[:40]!r}") from exc
     if not FIRST_DATE <= day <= LAST_DATE:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from schema.stats_types import StreamEvent
 from worker.listener import Listener, ListenerConfig
@@ -14,7 +15,10 @@ from worker.listener import Listener, ListenerConfig
 LISTENER_CONFIG = ListenerConfig(reconnect_min_seconds=2.0, reconnect_max_seconds=10.0)
 
 
-class Subscription:
+E = TypeVar("E")  # what a subscription carries: task events, or review changes
+
+
+class Subscription(Generic[E]):
     """A bounded, coalescing mailbox of task events for one page or one SSE client.
 
     A burst of notifications wakes the reader once; it drains everything queued. When the
@@ -22,14 +26,14 @@ class Subscription:
     `lagged` is set: the reader then catches up from the event log, which is durable.
     """
 
-    def __init__(self, group: set["Subscription"], max_events: int) -> None:
+    def __init__(self, group: set[Subscription[E]], max_events: int) -> None:
         self._group = group
         self.max_events = max_events
-        self.events: deque[StreamEvent] = deque()
+        self.events: deque[E] = deque()
         self.lagged = False
         self._wake = asyncio.Event()
 
-    def push(self, events: list[StreamEvent]) -> None:
+    def push(self, events: list[E]) -> None:
         if len(self.events) + len(events) > self.max_events:
             self.events.clear()
             self.lagged = True
@@ -46,7 +50,7 @@ class Subscription:
     def pending(self) -> bool:
         return self._wake.is_set()
 
-    def drain(self) -> tuple[list[StreamEvent], bool]:
+    def drain(self) -> tuple[list[E], bool]:
         """Everything queued since the last drain, and whether events may have been missed."""
         events, lagged = list(self.events), self.lagged
         self.events.clear()
@@ -59,7 +63,7 @@ class Subscription:
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def close(self) -> None:
@@ -76,8 +80,8 @@ class Broadcaster:
 
     def __init__(self, listener: Listener) -> None:
         self.listener = listener
-        self._subscribers: set[Subscription] = set()
-        self._review_subscribers: set[Subscription] = set()
+        self._subscribers: set[Subscription[StreamEvent]] = set()
+        self._review_subscribers: set[Subscription[dict]] = set()
         self._buffer: list[StreamEvent] = []
         self._flush_scheduled = False
         self._task: asyncio.Task | None = None

@@ -26,6 +26,11 @@ def public_url(settings: Settings) -> str:
     return urls.public_url(settings) or urls.local_url(settings)
 
 
+def _log_if_failed(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the co-hosted worker stopped", exc_info=task.exception())
+
+
 def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Listener) -> None:
     """Runs worker.daemon.WorkerDaemon in this process's event loop on the process's one Listener,
     stopping it on shutdown."""
@@ -38,8 +43,7 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
         daemon = WorkerDaemon(settings, dsn, callback_base_url=base_url, listener=listener, settle_gc=True)
         app.state.worker = daemon
         task = asyncio.create_task(daemon.run(stop), name="quire-worker")
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None
-                               or log.error("the co-hosted worker stopped", exc_info=t.exception()))
+        task.add_done_callback(_log_if_failed)
         app.state.worker_task = task
 
         async def drain() -> None:
@@ -61,7 +65,7 @@ def _host_worker(app, settings: Settings, dsn: str, base_url: str, listener: Lis
             try:
                 # The worker's drain lasts up to the grace and its hand-back a few seconds more.
                 await asyncio.wait_for(task, timeout=settings.shutdown_grace_seconds + HAND_BACK_SECONDS)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 task.cancel()
 
     app.on_startup(start)
@@ -98,9 +102,8 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui.storage import Storage
 
     from app import auth, guard, live, sockets, submitting
-    from app.api import (agents, callbacks, docs, events, export, foresight, health, review, session, summary,
-                         tasks)
-    from app.pages import dashboard, login, review as review_page, task_detail, upload  # noqa: F401  (registers the pages)
+    from app.api import agents, callbacks, docs, events, export, foresight, health, review, session, summary, tasks
+    from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
     from schema.db import make_pool
     from worker.listener import Listener
 

@@ -38,7 +38,10 @@ def document_bytes(uri: str) -> bytes:
     if uri.startswith("/Volumes/") and not Path("/Volumes").exists():
         from databricks.sdk import WorkspaceClient
 
-        return WorkspaceClient().files.download(uri).contents.read()
+        contents = WorkspaceClient().files.download(uri).contents
+        if contents is None:
+            raise FileNotFoundError(f"the Volume sent no content for {uri}")
+        return contents.read()
     path = Path(uri.removeprefix("file://"))
     if not path.is_file():
         raise FileNotFoundError(f"the document is no longer stored at {uri}")

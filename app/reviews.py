@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,10 +33,12 @@ def coerce(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """Each given value checked against its field's type: text is parsed (dates, amounts in the
     document's decimal style, currency codes); typed JSON values must already have the type."""
     style = review_values.decimal_style(result)
-    fields = result.get("fields") if isinstance(result.get("fields"), dict) else {}
+    stated = result.get("fields")
+    fields = stated if isinstance(stated, dict) else {}
     out: dict[str, Any] = {}
     for name, value in values.items():
-        extracted = (fields.get(name) or {}).get("value") if isinstance(fields.get(name), dict) else None
+        found = fields.get(name)
+        extracted = found.get("value") if isinstance(found, dict) else None
         kind = review_values.kind_of(name, extracted)
         try:
             if isinstance(value, str):
@@ -45,9 +47,7 @@ def coerce(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
                 out[name] = None
             elif kind == "amount" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[name] = float(value)
-            elif kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
-                out[name] = value
-            elif kind == "list" and isinstance(value, (list, dict)):
+            elif (kind == "integer" and isinstance(value, int) and not isinstance(value, bool)) or (kind == "list" and isinstance(value, (list, dict))):
                 out[name] = value
             else:
                 raise ValueError(f"expected {'text' if kind in ('date', 'currency', 'text') else kind}, "
@@ -180,7 +180,7 @@ EXPORT_HEAD = ["review_id", "task_id", "agent", "customer", "document_name", "do
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(timezone.utc).replace(tzinfo=None) if value is not None else None
+    return value.astimezone(UTC).replace(tzinfo=None) if value is not None else None
 
 
 def _cell(value: Any) -> Any:

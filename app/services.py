@@ -4,9 +4,10 @@ agents, events, compute cost and health."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from psycopg import Connection
 from psycopg_pool import ConnectionPool

@@ -49,7 +49,8 @@ def install() -> None:
     handshake = handlers["handshake"]
 
     async def guarded_handshake(sid: str, data: dict[str, Any]) -> bool:
-        client = Client.instances.get((data or {}).get("client_id"))
+        client_id = (data or {}).get("client_id")
+        client = Client.instances.get(client_id) if isinstance(client_id, str) else None
         if client is None:
             return False
         if _socket_identity(sio.get_environ(sid)) != _page_identity(client):

@@ -6,7 +6,8 @@ import asyncio
 import logging
 import signal
 import threading
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from schema import worker_queries
 
@@ -24,7 +25,7 @@ def drain_before_exit(drain: Callable[[], Awaitable[Any]], hurry: Callable[[], N
     if threading.current_thread() is not threading.main_thread():
         return  # signals reach the main thread only
     loop = asyncio.get_running_loop()
-    server_handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    server_handlers: dict[int, Any] = {sig: signal.getsignal(sig) for sig in SIGNALS}
     received: list[int] = []
     running: list[asyncio.Task] = []
 

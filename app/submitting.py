@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -59,6 +59,8 @@ def copy_stored(uri: str, target: Path) -> None:
     from databricks.sdk import WorkspaceClient
 
     download = WorkspaceClient().files.download(uri)
+    if download.contents is None:
+        raise FileNotFoundError(f"the Volume sent no content for {uri}")
     with download.contents as stream, open(target, "wb") as out:
         shutil.copyfileobj(stream, out, SPOOL_CHUNK)
 
@@ -160,6 +162,7 @@ def _enqueue_checked(conn: Connection, settings: Settings, uploads: list[Upload]
             fresh[f"{doc.sha256}:{len(fresh)}" if options.rerun_duplicates else doc.sha256] = (result, doc)
     if not fresh:
         return results
+    entries: list[Mapping[str, Any]]
     entries = [dict(agent=options.agent, document_uri=store_document(settings.files_path, doc),
                     priority=options.priority, customer=options.customer or None, document_name=doc.name,
                     document_sha256=doc.sha256, pages=doc.pages, document_bytes=doc.size,

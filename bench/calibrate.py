@@ -23,8 +23,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction import load_cases  # noqa: E402
-from bench.extraction_scoring import score_document  # noqa: E402
+import itertools
+
+from bench.extraction import load_cases
+from bench.extraction_scoring import score_document
 
 GROUPS = ("issuer", "invoice_number", "issue_date", "total", "currency")
 BUCKETS = (0.0, 0.5, 0.8, 0.9, 0.97, 1.01)
@@ -159,7 +161,7 @@ def fit(rows: list[dict]) -> dict:
     model = {"about": "Logistic model per field: p = 1 / (1 + exp(-(intercept + sum(weight * "
                       "feature)))). Fitted by bench/calibrate.py; see docs/BENCHMARKS.md.",
              "features": list(FEATURES), "fields": {}}
-    for group in GROUPS + ("other",):
+    for group in (*GROUPS, "other"):
         # A field the corpus never shows borrows the fit over every field.
         chosen = [r for r in rows if r["group"] == group] or rows
         used = tuple(f for f in FEATURES if f not in LEFT_OUT.get(group, ()))
@@ -185,7 +187,7 @@ def reliability(rows: list[dict]) -> dict[str, list[tuple[str, int, int]]]:
                          ("OCR", lambda r: r["ocr"]), ("all", lambda r: True)):
         rows_in = [r for r in rows if keep(r)]
         buckets = []
-        for low, high in zip(BUCKETS, BUCKETS[1:]):
+        for low, high in itertools.pairwise(BUCKETS):
             inside = [r for r in rows_in if low <= r["confidence"] < high]
             label = f"{low:.2f}–{min(high, 1.0):.2f}"
             buckets.append((label, sum(r["correct"] for r in inside), len(inside)))

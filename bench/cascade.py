@@ -20,13 +20,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.cascade import CascadeExtractor, doubtful_fields, full_llm_tokens  # noqa: E402
-from agents.classify import classify  # noqa: E402
-from agents.errors import DocumentError  # noqa: E402
-from agents.fields import Usage  # noqa: E402
-from agents.pdf import read_document  # noqa: E402
-from agents.prompt import build_field_messages, chunk_pages, estimate_json, estimate_messages  # noqa: E402
-from agents.tracing import Tracer  # noqa: E402
+from agents.cascade import CascadeExtractor, doubtful_fields, full_llm_tokens
+from agents.classify import classify
+from agents.errors import DocumentError
+from agents.fields import Usage
+from agents.pdf import read_document
+from agents.prompt import build_field_messages, chunk_pages, estimate_json, estimate_messages
+from agents.tracing import Tracer
 
 SUFFIXES = (".pdf", ".xml", ".p7m")
 

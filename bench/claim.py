@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.pgserver import bench_server  # noqa: E402
-from schema import db, queue  # noqa: E402
-from schema.migrate import migrate  # noqa: E402
+from bench.pgserver import bench_server
+from schema import db, queue
+from schema.migrate import migrate
 
 DONE = {"status": "completed", "result": {"ok": True}, "confidence": 1.0, "input_tokens": 10, "output_tokens": 5}
 BARE_SETUP = """

@@ -40,9 +40,9 @@ if __package__ in (None, ""):
     # Run as a script: make the repository root importable so that `bench.*` resolves.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpus_contract import generate_contract  # noqa: E402
-from bench.corpus_invoice import generate_invoice  # noqa: E402
-from bench.corpus_statement import generate_statement  # noqa: E402
+from bench.corpus_contract import generate_contract
+from bench.corpus_invoice import generate_invoice
+from bench.corpus_statement import generate_statement
 
 GENERATORS = {
     "invoice": generate_invoice,

@@ -9,8 +9,20 @@ from decimal import Decimal
 
 from bench.corpus_contract_filler import FillerWriter
 from bench.corpus_contract_text import (
-    AND, COURTS, EFFECTIVE, FEES, GOVERNING_LAW, HEADINGS, LAW_BY_LOCALE, PARTY, PREAMBLE,
-    RENEWAL, ROLES, TERM, TITLES, term_phrase,
+    AND,
+    COURTS,
+    EFFECTIVE,
+    FEES,
+    GOVERNING_LAW,
+    HEADINGS,
+    LAW_BY_LOCALE,
+    PARTY,
+    PREAMBLE,
+    RENEWAL,
+    ROLES,
+    TERM,
+    TITLES,
+    term_phrase,
 )
 from bench.corpus_locale import Formatter, Locale, money, pick_formatter, pick_locale
 from bench.corpus_names import COUNTRY_NAMES, Company, make_company, partner_country
@@ -132,7 +144,7 @@ def render_contract(spec: ContractSpec, filler_pages: int) -> tuple[bytes, int]:
     pdf.ln(4)
     pdf.para(PREAMBLE[lang].format(title=TITLES[lang][spec.kind].title(),
                                    signing=fmt.date(spec.signing_date)), align="L")
-    names = list(roles) + [ROLES[lang]["third"]]
+    names = [*roles, ROLES[lang]["third"]]
     for i, company in enumerate(spec.parties):
         pdf.para(f"({i + 1}) " + _party_text(spec, company, names[i]), align="L", gap=1)
         if i < len(spec.parties) - 1:

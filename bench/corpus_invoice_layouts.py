@@ -64,7 +64,7 @@ def party_lines(spec: InvoiceSpec, company) -> list[str]:
     lines = [company.name, *company.address]
     if company.country != spec.locale.country:
         lines.append(COUNTRY_NAMES[spec.locale.lang][company.country])
-    return lines + [company.tax_id]
+    return [*lines, company.tax_id]
 
 
 def items_table(pdf: DocPDF, spec: InvoiceSpec, borders: str | None = None) -> None:
@@ -173,7 +173,7 @@ def classic(pdf: DocPDF, s: InvoiceSpec) -> None:
 def centered(pdf: DocPDF, s: InvoiceSpec) -> None:
     """Centred letterhead, labels printed above their values in a row, bill-to on the right."""
     pdf.line_text(s.issuer.name, 6, "B", "C", h=9)
-    pdf.line_text(" · ".join(s.issuer.address + [s.issuer.tax_id]), -1, align="C")
+    pdf.line_text(" · ".join([*s.issuer.address, s.issuer.tax_id]), -1, align="C")
     pdf.ln(1)
     pdf.rule()
     pdf.line_text(title_text(s), 5, "B", "C", h=10)
@@ -238,7 +238,7 @@ def banner(pdf: DocPDF, s: InvoiceSpec) -> None:
 def letter(pdf: DocPDF, s: InvoiceSpec) -> None:
     """Business letter: window address, info block, subject line, due date only in prose."""
     pdf.block(pdf.l_margin, 14, pdf.epw, [s.issuer.name], delta=4, bold_first=True, align="R")
-    pdf.block(pdf.l_margin, 21, pdf.epw, s.issuer.address + [s.issuer.tax_id], delta=-1,
+    pdf.block(pdf.l_margin, 21, pdf.epw, [*s.issuer.address, s.issuer.tax_id], delta=-1,
               align="R")
     pdf.set_xy(pdf.l_margin, 48)
     pdf.fit_cell(96, 4, f"{s.issuer.name} · {s.issuer.address[0]} · {s.issuer.address[1]}",
@@ -276,7 +276,7 @@ def mono(pdf: DocPDF, s: InvoiceSpec) -> None:
     out("=" * width)
     out(f"{title_text(s).upper():<34}{lab['number'] + ': ' + s.number:>44}", "B")
     pairs = meta_pairs(s, ["issue_date", "due_date", "customer_no", "order_ref", "currency"])
-    for left, right in zip(pairs[::2], pairs[1::2] + [("", "")]):
+    for left, right in zip(pairs[::2], [*pairs[1::2], ("", "")]):
         right_text = f"{right[0]}: {right[1]}" if right[0] else ""
         out(f"{left[0] + ': ' + left[1]:<39}{right_text:>39}")
     out("-" * width)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib.util
 import random
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
 from fpdf import FPDF
 
 # Fixed so that the same seed always yields byte-identical PDFs (fpdf2 hashes it into /ID).
-CREATION_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+CREATION_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 
 CORE_FAMILIES = {"sans": "Helvetica", "serif": "Times", "mono": "Courier"}
 DEJAVU_FILES = {

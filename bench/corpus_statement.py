@@ -12,14 +12,21 @@ from bench.corpus_locale import Formatter, Locale, pick_formatter, pick_locale
 from bench.corpus_names import Company, make_company
 from bench.corpus_pdf import DocPDF, FontChoice, pick_font
 from bench.corpus_statement_text import (
-    BALANCE_ROWS, BOLD_ROWS, INCOME_ROWS, NOTES, ROW_LABELS, SECTIONS, TITLES, UNIT_LINES,
+    BALANCE_ROWS,
+    BOLD_ROWS,
+    INCOME_ROWS,
+    NOTES,
+    ROW_LABELS,
+    SECTIONS,
+    TITLES,
+    UNIT_LINES,
 )
 
 
 def _figures(rng: random.Random, scale: int, loss: bool, revenue: float) -> dict[str, int]:
     """One year of figures in whole currency units, multiples of the display scale."""
     def r(x: float) -> int:
-        return int(round(x / scale)) * scale
+        return round(x / scale) * scale
 
     f = {"revenue": r(revenue)}
     f["cogs"] = -r(f["revenue"] * rng.uniform(0.4, 0.7))
@@ -183,7 +190,7 @@ def _cover(pdf: DocPDF, spec: StatementSpec, title: str) -> None:
     pdf.line_text(spec.company.name, 10, "B", "C", h=14)
     pdf.line_text(title, 3, align="C", h=10)
     pdf.ln(6)
-    for line in spec.company.address + [spec.company.tax_id]:
+    for line in [*spec.company.address, spec.company.tax_id]:
         pdf.line_text(line, 0, align="C")
 
 

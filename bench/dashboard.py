@@ -31,19 +31,19 @@ import statistics
 import sys
 import threading
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
+import psycopg
+from psycopg import sql
 
-from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
-from schema import db, queue, rollups, stats  # noqa: E402
-from schema.migrate import migrate  # noqa: E402
-from schema.sql import q  # noqa: E402
-from schema.stats_types import TaskFilter  # noqa: E402
+from bench.pgserver import bench_server, has_stat_statements
+from schema import db, queue, rollups, stats
+from schema.migrate import migrate
+from schema.sql import q
+from schema.stats_types import TaskFilter
 
 AGENTS = 4
 CUSTOMERS = 50
@@ -143,12 +143,25 @@ def filters() -> dict[str, TaskFilter]:
     week_ago = date.today() - timedelta(days=7)
     return {"none": TaskFilter(), "one agent": TaskFilter(agents=("agent-1",)),
             "one customer": TaskFilter(customers=("customer-20",)),
-            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=timezone.utc)),
+            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=UTC)),
             "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True)}
 
 
 def _old(conn, query: str, flt: TaskFilter) -> list:
     return conn.execute(sql.SQL(query).format(task_filter=sql.SQL(q("task_filter"))), flt.params()).fetchall()
+
+
+def _timings(conn, flt: TaskFilter, direct, runs: int, baseline_runs: int) -> dict[str, float | None]:
+    """p50 ms of each figure for one filter, new and old."""
+    return {"summary": timed(lambda: stats.stats_summary_filtered(conn, flt), runs),
+            "charts": timed(lambda: stats.stats_charts_filtered(conn, flt), runs),
+            "first page": timed(lambda: (stats.task_list_keyset(conn, flt, limit=25),
+                                         stats.task_count(conn, flt)), runs),
+            "old summary": timed(lambda: stats.stats_summary_direct(conn, flt), baseline_runs),
+            "old charts": timed(lambda: stats.stats_charts_direct(
+                conn, flt, start=direct.first_created_at, end=direct.last_activity_at), baseline_runs),
+            "old first page": timed(lambda: (_old(conn, OLD_FIRST_PAGE, flt), _old(conn, OLD_COUNT, flt)),
+                                    baseline_runs)}
 
 
 def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
@@ -157,16 +170,7 @@ def figures(dsn: str, runs: int, baseline_runs: int) -> list[dict]:
     with db.connect(dsn) as conn:
         for name, flt in filters().items():
             direct = stats.stats_summary_direct(conn, flt)
-            row = {"filter": name,
-                   "summary": timed(lambda: stats.stats_summary_filtered(conn, flt), runs),
-                   "charts": timed(lambda: stats.stats_charts_filtered(conn, flt), runs),
-                   "first page": timed(lambda: (stats.task_list_keyset(conn, flt, limit=25),
-                                                stats.task_count(conn, flt)), runs),
-                   "old summary": timed(lambda: stats.stats_summary_direct(conn, flt), baseline_runs),
-                   "old charts": timed(lambda: stats.stats_charts_direct(
-                       conn, flt, start=direct.first_created_at, end=direct.last_activity_at), baseline_runs),
-                   "old first page": timed(lambda: (_old(conn, OLD_FIRST_PAGE, flt), _old(conn, OLD_COUNT, flt)),
-                                           baseline_runs)}
+            row = {"filter": name, **_timings(conn, flt, direct, runs, baseline_runs)}
             count = stats.task_count(conn, flt)
             if not count.exact or count.n != direct.total:
                 raise AssertionError(f"the table's total for {name} is {count}, the recount {direct.total}")

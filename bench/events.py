@@ -41,7 +41,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 def percentiles(samples_ms: list[float]) -> str:
     ordered = sorted(samples_ms)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return f"p50 {statistics.median(ordered):7.1f} ms   p95 {p95:7.1f} ms   (n={len(ordered)})"
 
 
@@ -148,7 +148,7 @@ class Workload:
         self.threads = [threading.Thread(target=self._submit, daemon=True)]
         self.threads += [threading.Thread(target=self._work, args=(a,), daemon=True) for a in AGENTS]
 
-    def __enter__(self) -> "Workload":
+    def __enter__(self) -> Workload:
         with db.connect(self.dsn) as conn:
             for agent, cap in AGENTS.items():
                 queue.configure_agent(conn, agent, max_concurrent_tasks=cap)

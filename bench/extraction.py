@@ -22,15 +22,20 @@ import math
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 if __package__ in (None, ""):
     # Run as a script: make the repository root importable for `bench.*` and `agents.*`.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.extraction_scoring import (  # noqa: E402
-    CORE_FIELDS, FIELDS_BY_TYPE, predicted_value, score_document,
+import itertools
+
+from bench.extraction_scoring import (
+    CORE_FIELDS,
+    FIELDS_BY_TYPE,
+    predicted_value,
+    score_document,
 )
 
 ExtractFn = Callable[..., dict]
@@ -177,7 +182,7 @@ def _reliability(confidences: list[tuple[float, bool, bool]]) -> dict:
     for source, keep in (("text layer", lambda ocr: not ocr), ("OCR", lambda ocr: ocr),
                          ("all", lambda ocr: True)):
         rows = []
-        for low, high in zip(RELIABILITY_BUCKETS, RELIABILITY_BUCKETS[1:]):
+        for low, high in itertools.pairwise(RELIABILITY_BUCKETS):
             inside = [right for conf, right, ocr in confidences
                       if keep(ocr) and low <= conf < high]
             rows.append({"bucket": f"{low:.2f}-{min(high, 1.0):.2f}", "n": len(inside),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Collection
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class FakeHttpServer:
                 if self.command != "HEAD" and status not in (204, 304):
                     self.wfile.write(payload)
 
-            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815 (http.server naming)
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, *args: Any) -> None:
                 pass

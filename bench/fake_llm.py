@@ -23,7 +23,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.fake_http import FakeHttpServer, Request  # noqa: E402
+from bench.fake_http import FakeHttpServer, Request
 
 COMPLETION_TOKENS = 60
 ANSWER = json.dumps({"document_type": "invoice", "fields": {}})

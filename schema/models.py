@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 
 class TaskStatus(str, Enum):
@@ -301,7 +302,7 @@ class _Layout:
 
 
 @functools.cache
-def _layout(cls: type) -> _Layout:
+def _layout(cls: type[Any]) -> _Layout:
     """The dataclass's fields as _build and assemble use them (worked out once per class)."""
     fields = dataclasses.fields(cls)
     template = {f.name: f.default if f.default is not dataclasses.MISSING else _NO_DEFAULT
@@ -311,16 +312,17 @@ def _layout(cls: type) -> _Layout:
     required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING
                          and f.default_factory is dataclasses.MISSING)
     # (An InitVar is not among the fields, and only __post_init__ could use one.)
+    own_setattr: object = cls.__setattr__
     direct = (all(f.init for f in fields) and not hasattr(cls, "__post_init__")
               and "__slots__" not in cls.__dict__
-              and (cls.__dataclass_params__.frozen or cls.__setattr__ is object.__setattr__))
+              and (cls.__dataclass_params__.frozen or own_setattr is object.__setattr__))
     return _Layout(frozenset(template), template, required, factories, direct)
 
 
 def assemble(cls: type, values: dict[str, Any]) -> Any:
     """An instance of the dataclass `cls` made from `values`, which holds every one of its fields
     in field order, without calling its __init__ (a frozen one sets each field by a slow call)."""
-    instance = object.__new__(cls)
+    instance: Any = object.__new__(cls)
     instance.__dict__.update(values)
     return instance
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from math import isfinite
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from math import isfinite
 from typing import Any
 
 from schema.errors import InvalidPayload
@@ -160,7 +160,7 @@ def _storable(item: Any, depth: int) -> bool:
         shallow = depth <= MAX_DEPTH
         for key in item:
             # ASCII keys (nearly all) are checked here rather than by a call.
-            if not (shallow and type(key) is str and key.isascii() and "\x00" not in key
+            if not ((shallow and type(key) is str and key.isascii() and "\x00" not in key)
                     or _storable(key, depth)):
                 return False
         return _all_storable(item.values(), depth)
@@ -177,8 +177,8 @@ def _all_storable(values: Iterable[Any], depth: int) -> bool:
     shallow = depth <= MAX_DEPTH
     for inner in values:
         inner_kind = type(inner)
-        if not (shallow and (inner_kind in _SCALARS or inner_kind is float and isfinite(inner)
-                             or inner_kind is str and inner.isascii() and "\x00" not in inner)
+        if not ((shallow and (inner_kind in _SCALARS or (inner_kind is float and isfinite(inner))
+                             or (inner_kind is str and inner.isascii() and "\x00" not in inner)))
                 or _storable(inner, depth)):
             return False
     return True

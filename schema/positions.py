@@ -10,7 +10,7 @@ from typing import Literal
 
 import psycopg
 
-from schema.sql import fetch_all, fetch_one
+from schema.sql import fetch_all, fetch_row, run_query
 
 # Counting stops here: further tasks ahead are estimated from the planner's statistics.
 POSITION_BOUND = 10_000
@@ -52,7 +52,7 @@ class Position:
 
 
 def _estimate(conn: psycopg.Connection, agent: str, priority: int, created_at: datetime) -> int:
-    plan = fetch_one(conn, "task_ahead_estimate", {"agent": agent, "priority": priority, "created_at": created_at})
+    plan = fetch_row(conn, "task_ahead_estimate", {"agent": agent, "priority": priority, "created_at": created_at})
     return int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"])
 
 
@@ -66,7 +66,7 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
     """
     facts = [r for r in fetch_all(conn, "task_queue_facts_by_ids", {"ids": ids, "now": now})
              if r["status"] == "enqueued"]
-    clock = now or conn.execute("SELECT now() AS n").fetchone()["n"]
+    clock = now or run_query(conn, "SELECT now() AS n")[0]["n"]
     out: dict[int, Position] = {}
     groups: dict[tuple[str, int, str], list[dict]] = defaultdict(list)
     for row in facts:
@@ -79,7 +79,7 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
     for (agent, priority, ckey), rows in groups.items():
         key = {"agent": agent, "priority": priority, "bound": bound, "now": now}
         if (agent, priority) not in higher_cache:
-            higher_cache[(agent, priority)] = fetch_one(conn, "task_ahead_higher_priority_bounded", key)["n"]
+            higher_cache[(agent, priority)] = fetch_row(conn, "task_ahead_higher_priority_bounded", key)["n"]
         higher = higher_cache[(agent, priority)]
         order = fetch_all(conn, "task_fair_group_queue_list", {**key, "ckey": ckey})
         index = {r["id"]: i for i, r in enumerate(order)}

@@ -15,9 +15,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from schema import stats, stats_types
-from schema.figures import snapshot
 from schema.errors import InvalidArgument, NotFound, QuireError
-from schema.sql import fetch_all, fetch_one
+from schema.figures import snapshot
+from schema.sql import fetch_all, fetch_one, fetch_row
 
 DEFAULT_LEASE_SECONDS = 600
 
@@ -174,6 +174,7 @@ def _lock_current(conn: psycopg.Connection, review_id: int, claim_token: int, wh
     reason = _stale_reason(row, review_id, claim_token, who)
     if reason:
         raise StaleReview(reason)
+    assert row is not None  # _stale_reason raised NotFound
     return row
 
 
@@ -184,13 +185,13 @@ def _changes(current: dict[str, Any], values: dict[str, Any]) -> list[dict[str, 
             if (current[name] != value if name in current else value is not None)]
 
 
-def _write(conn, review_id: int, claim_token: int, who: str, values: dict[str, Any], reason: str | None,
-           lease_seconds: int, now: datetime | None) -> int:
+def _write(conn: psycopg.Connection, review_id: int, claim_token: int, who: str, values: dict[str, Any],
+           reason: str | None, lease_seconds: int, now: datetime | None) -> int:
     """Under the claim's lock: the changed values appended to the trail (how many), the lease renewed."""
     row = _lock_current(conn, review_id, claim_token, who)
     changes: list[dict[str, Any]] = []
     if values:
-        current = fetch_one(conn, "review_values_one", {"review_id": review_id})["values"]
+        current = fetch_row(conn, "review_values_one", {"review_id": review_id})["values"]
         changes = _changes(current, values)
         if changes:
             fetch_all(conn, "review_correction_insert_batch", {
@@ -288,7 +289,7 @@ def events_after(conn: psycopg.Connection, after_id: int, *, limit: int = 1000) 
 
 
 def last_event_id(conn: psycopg.Connection) -> int:
-    return fetch_one(conn, "review_events_last_id")["last_id"]
+    return fetch_row(conn, "review_events_last_id")["last_id"]
 
 
 def _require_who(who: str) -> None:

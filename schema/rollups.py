@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from schema.sql import fetch_one, q, run_query
+from schema.sql import fetch_row, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
 # ALL is one bucket holding every task (migration 0011), read when a filter has no dates.
@@ -18,8 +19,8 @@ ALL, MONTH, DAY, HOUR = "a", "m", "d", "h"
 TOTALS_GRAINS = {True: (ALL, MONTH, DAY, HOUR), False: (ALL, MONTH, DAY)}
 BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
 # Sentinels for an unbounded or empty range: timestamptz holds both.
-NEVER_BEFORE = datetime(1, 1, 1, tzinfo=timezone.utc)
-NEVER_AFTER = datetime(9999, 12, 31, tzinfo=timezone.utc)
+NEVER_BEFORE = datetime(1, 1, 1, tzinfo=UTC)
+NEVER_AFTER = datetime(9999, 12, 31, tzinfo=UTC)
 EMPTY = (NEVER_BEFORE, NEVER_BEFORE)
 # A read adds the marks not folded yet to the folded rows (exact figures) when at most this many
 # wait; beyond that (a bulk load, a backfill) it answers from what is folded and says it is catching
@@ -33,7 +34,7 @@ LOG_FACTOR = 1.25
 
 
 def _floor(t: datetime, grain: str) -> datetime:
-    t = t.astimezone(timezone.utc)
+    t = t.astimezone(UTC)
     if grain == MONTH:
         return t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     if grain == DAY:
@@ -49,7 +50,7 @@ def _next(t: datetime, grain: str) -> datetime:
             return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
         return t + (timedelta(days=1) if grain == DAY else timedelta(hours=1))
     except (OverflowError, ValueError):  # the last bucket Python's dates hold: it runs to the end
-        return NEVER_AFTER if t < NEVER_AFTER else datetime.max.replace(tzinfo=timezone.utc)
+        return NEVER_AFTER if t < NEVER_AFTER else datetime.max.replace(tzinfo=UTC)
 
 
 def plan(date_from: datetime | None, date_to: datetime | None,
@@ -129,7 +130,7 @@ def composed(name: str, params: dict[str, Any]) -> sql.Composed:
         segments=sql.SQL(q("rollup_segments")), raw=sql.SQL(q("rollup_raw")))
 
 
-def _all(conditions: list[sql.Composable]) -> sql.Composable:
+def _all(conditions: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
 
 
@@ -146,11 +147,11 @@ def count(conn: psycopg.Connection, flt_params: dict[str, Any]) -> int:
 def rollup_fold(conn: psycopg.Connection, *, max_marks: int | None = None) -> int:
     """Folds pending marks (at most `max_marks` of them); the number of tasks folded, or -1 when another
     fold holds the lock."""
-    return fetch_one(conn, "rollup_fold", {"max_marks": max_marks})["folded"]
+    return fetch_row(conn, "rollup_fold", {"max_marks": max_marks})["folded"]
 
 
 def rollup_pending_count(conn: psycopg.Connection) -> int:
-    return fetch_one(conn, "rollup_pending_count")["n"]
+    return fetch_row(conn, "rollup_pending_count")["n"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ class Backlog:
 
 def rollup_backlog(conn: psycopg.Connection) -> Backlog:
     """How far the folds are behind, at a cost bounded by PENDING_EXACT_MAX marks, never the backlog's size."""
-    row = fetch_one(conn, "rollup_backlog_bounded", {"cap": PENDING_EXACT_MAX + 1})
+    row = fetch_row(conn, "rollup_backlog_bounded", {"cap": PENDING_EXACT_MAX + 1})
     if row["n"] <= PENDING_EXACT_MAX:
         return Backlog(row["n"], False)
     return Backlog(max(row["estimate"], row["n"]), True, row["oldest"])
@@ -173,7 +174,7 @@ def rollup_backlog(conn: psycopg.Connection) -> Backlog:
 def rollup_marks_exist(conn: psycopg.Connection) -> Backlog:
     """Whether any mark waits, as a backlog of one mark or none: the figures it goes with are as of
     the last fold and advance by the log, whatever the backlog (it says nothing of catching up)."""
-    return Backlog(int(fetch_one(conn, "rollup_marks_exist")["waiting"]), False)
+    return Backlog(int(fetch_row(conn, "rollup_marks_exist")["waiting"]), False)
 
 
 def filter_params(flt_params: dict[str, Any], grains: dict[bool, tuple[str, ...]], *,

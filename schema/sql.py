@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from typing import Any
+
+    import psycopg
+    from psycopg.abc import Params
+    from psycopg.sql import SQL, Composed
 
 SQL_DIR = Path(__file__).with_name("sql")
 _NAME = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
@@ -14,7 +23,7 @@ def _load(directory: Path) -> dict[str, str]:
     for path in sorted(directory.glob("*.sql")):
         text = path.read_text()
         marks = list(_NAME.finditer(text))
-        for mark, following in zip(marks, marks[1:] + [None]):
+        for mark, following in zip(marks, [*marks[1:], None]):
             body = text[mark.end(): following.start() if following else len(text)].strip()
             name = mark.group(1)
             if name in queries:
@@ -84,7 +93,7 @@ def q(name: str) -> str:
     return QUERIES[name]
 
 
-def require_idle(conn) -> None:
+def require_idle(conn: psycopg.Connection) -> None:
     """Refuses a connection inside a transaction: engine calls run and commit their own."""
     from psycopg.pq import TransactionStatus
 
@@ -94,7 +103,7 @@ def require_idle(conn) -> None:
         raise TransactionInProgress("engine calls run their own transaction: commit or roll back first")
 
 
-def statement(conn):
+def statement(conn: psycopg.Connection) -> AbstractContextManager[Any]:
     """Where one statement runs: the caller's transaction, or one of its own that commits at once.
 
     Engine calls accept any psycopg connection: on one that is not autocommit, a statement run
@@ -109,7 +118,8 @@ def statement(conn):
     return conn.transaction()
 
 
-def run_query(conn, query, params=None) -> list[dict]:
+def run_query(conn: psycopg.Connection, query: str | bytes | SQL | Composed,
+              params: Params | None = None) -> list[dict]:
     """Runs a query in `statement(conn)` and returns its rows as dicts, whatever the connection's
     own row factory ([] for a statement without rows)."""
     from psycopg.rows import dict_row
@@ -121,12 +131,21 @@ def run_query(conn, query, params=None) -> list[dict]:
         return cur.fetchall() if cur.rownumber is not None else []
 
 
-def fetch_all(conn, name: str, params=None) -> list[dict]:
+def fetch_all(conn: psycopg.Connection, name: str, params: Params | None = None) -> list[dict]:
     """Runs the named query and returns its rows as dicts ([] for a statement without rows)."""
     return run_query(conn, q(name), params)
 
 
-def fetch_one(conn, name: str, params=None) -> dict | None:
+def fetch_one(conn: psycopg.Connection, name: str, params: Params | None = None) -> dict | None:
     """The first row of the named query, or None."""
     rows = fetch_all(conn, name, params)
     return rows[0] if rows else None
+
+
+def fetch_row(conn: psycopg.Connection, name: str, params: Params | None = None) -> dict:
+    """The first row of a named query that always returns one (an aggregate, a RETURNING of a row
+    known to exist); its absence is a defect, reported by name."""
+    row = fetch_one(conn, name, params)
+    if row is None:
+        raise LookupError(f"query {name} returned no row")
+    return row

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -12,8 +12,8 @@ from psycopg import sql
 
 from schema import figures, rollups, waiting
 from schema.models import TaskStatus
+from schema.sql import fetch_all, fetch_row, q, run_query
 from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
-from schema.sql import fetch_all, fetch_one, q, run_query
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
 TASK_SORT_KEYS: dict[str, str] = {
@@ -182,7 +182,7 @@ def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: dat
                         end: datetime | None, bins: int = 20) -> Charts:
     """Charts aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     bucket = bucket_for_span(start, end)
-    origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    origin = datetime(2000, 1, 1, tzinfo=UTC)
     params = flt.params()
     throughput = _run(conn, "stats_throughput_series", {**params, "bucket": bucket, "origin": origin})
     latency = _run(conn, "stats_latency_histogram", {**params, "bins": bins})
@@ -217,7 +217,7 @@ def task_events_after(conn: psycopg.Connection, after_id: int, *, limit: int = 1
 
 
 def task_events_last_id(conn: psycopg.Connection) -> int:
-    return fetch_one(conn, "task_events_last_id")["last_id"]
+    return fetch_row(conn, "task_events_last_id")["last_id"]
 
 
 def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -226,4 +226,4 @@ def stats_queue_health(conn: psycopg.Connection, *, now: datetime | None = None)
 
 
 def health_ping(conn: psycopg.Connection) -> bool:
-    return fetch_one(conn, "health_ping")["ok"] == 1
+    return fetch_row(conn, "health_ping")["ok"] == 1

@@ -112,19 +112,19 @@ class StreamEvent:
     at: datetime | None = None
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> "StreamEvent":
+    def of(cls, row: dict[str, Any]) -> StreamEvent:
         """From an event log row ({id, task_id, agent, status, prev_status, actor, at})."""
         return cls._make(row["id"], row["task_id"], row["agent"], row["status"], row.get("prev_status"),
                          row.get("actor"), row.get("at"))
 
     @classmethod
-    def from_notify(cls, item: dict[str, Any]) -> "StreamEvent":
+    def from_notify(cls, item: dict[str, Any]) -> StreamEvent:
         """From one event of the trigger's NOTIFY payload ({"e", "id", "a", "s", "p"})."""
         return cls._make(item["e"], item["id"], item["a"], item["s"], item.get("p"))
 
     @classmethod
     def _make(cls, event_id: Any, task_id: Any, agent: str, status: Any, prev_status: Any,
-              actor: str | None = None, at: datetime | None = None) -> "StreamEvent":
+              actor: str | None = None, at: datetime | None = None) -> StreamEvent:
         """The event of these values, as the constructor makes it from int(id), int(task_id) and
         the statuses (without its field-by-field __init__: the worker reads an event per change)."""
         return assemble(cls, {"id": event_id if type(event_id) is int else int(event_id),

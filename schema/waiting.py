@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Iterable, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -70,9 +71,11 @@ Row = TypeVar("Row")
 def with_wait_reasons(conn: psycopg.Connection, rows: list[Row], *, now: datetime | None = None) -> list[Row]:
     """Rows (tasks or task table rows) with waiting_reason, waiting_until and waiting_detail set
     on the enqueued ones: one query for the page, none when nothing on it waits."""
-    waiting = [r.id for r in rows if getattr(r.status, "value", r.status) == "enqueued"]
+    # Tasks and task table rows alike: read by the attributes both have.
+    items: list[Any] = list(rows)
+    waiting = [r.id for r in items if getattr(r.status, "value", r.status) == "enqueued"]
     if not waiting:
         return rows
     why = task_wait_reason_list(conn, waiting, now=now)
     return [dataclasses.replace(r, waiting_reason=why[r.id].reason.value, waiting_until=why[r.id].until,
-                                waiting_detail=why[r.id].detail) if r.id in why else r for r in rows]
+                                waiting_detail=why[r.id].detail) if r.id in why else r for r in items]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def wait_until(condition: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05,

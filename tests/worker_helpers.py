@@ -10,8 +10,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schema import db
 from tests.waiting import wait_until
@@ -89,7 +90,7 @@ class Proc:
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: Path, name: str):
         self.log_path = cwd / f"{name}.log"
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT)
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from schema import queue, worker_queries
 from schema.models import Agent
 from worker import logs
 from worker.executors import DatabricksExecutor, LocalExecutor, NoopExecutor
 from worker.executors.databricks import configured_job_id, missing_job_reason
+
+if TYPE_CHECKING:
+    import psycopg
 
 EXECUTORS = (LocalExecutor.name, NoopExecutor.name, DatabricksExecutor.name)
 EXTRACTORS = ("offline", "llm", "cascade")
@@ -44,7 +48,7 @@ def config_error(agent: Agent, *, executors: Iterable[str] = EXECUTORS,
     return None
 
 
-def check_agents(conn, *, executors: Iterable[str] = EXECUTORS, env: Mapping[str, str] = os.environ,
+def check_agents(conn: psycopg.Connection, *, executors: Iterable[str] = EXECUTORS, env: Mapping[str, str] = os.environ,
                  worker_id: str | None = None) -> dict[str, str]:
     """Checks every agent and stores the outcome on its row; returns the misconfigured ones by name."""
     executors = list(executors)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from schema.models import Claim
 from worker.claim_config import ClaimerConfig
@@ -77,7 +77,7 @@ class ClaimedAhead:
 
     def take(self, n: int) -> list[Claim]:
         """Up to n waiting claims, the oldest first."""
-        taken = []
+        taken: list[Claim] = []
         while self._waiting and len(taken) < n:
             taken.append(self._waiting.popleft().claim)
         return taken

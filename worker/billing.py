@@ -11,12 +11,16 @@ query the warehouse refuses (a missing grant, say) changes nothing and is tried 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from schema import billing
 from worker import logs
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class BillingConfig:
     final_seconds: float = 48 * 3600.0
     unbilled_seconds: float = 72 * 3600.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.warehouse_id:
             raise ValueError("a warehouse id is needed to read the billing tables")
         if self.interval_seconds <= 0 or self.runs_per_statement < 1:
@@ -48,17 +52,17 @@ class BillingConfig:
 class BillingReconciler:
     """Reads system.billing.usage for the job runs this orchestrator submitted, per attempt."""
 
-    def __init__(self, pool, worker_id: str, config: BillingConfig,
+    def __init__(self, pool: ConnectionPool, worker_id: str, config: BillingConfig,
                  client_factory: Callable[[], Any] | None = None, db_timeout_seconds: float = 10.0):
         self.pool = pool
         self.worker_id = worker_id
         self.config = config
         self._client_factory = client_factory
-        self._client = None
+        self._client: Any = None
         self._workspace_id = config.workspace_id
         self.db_timeout_seconds = db_timeout_seconds
 
-    def client(self):
+    def client(self) -> Any:
         if self._client is None:
             if self._client_factory is None:
                 from databricks.sdk import WorkspaceClient

@@ -27,7 +27,7 @@ class ClaimerConfig:
     # A task claimed ahead that found no slot this long goes back to the queue, its attempt not counted.
     ahead_wait_seconds: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.concurrency < 1 or self.max_batch < 1 or self.max_remote_runs < 0 or self.unsettled_runs < 0:
             raise ValueError("concurrency and max_batch must be at least 1, max_remote_runs and "
                              "unsettled_runs not negative")

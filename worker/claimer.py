@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import itertools
 import time
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import psycopg
 
 from schema import db, queue, worker_queries
-from schema.models import Agent, TaskStatus
+from schema.models import Agent, Claim, TaskStatus
 from schema.stats_types import StreamEvent
 from worker import logs
 from worker.ahead import ClaimedAhead
 from worker.claim_config import ClaimerConfig
 from worker.counters import WorkerCounters
-from worker.metrics import observe_claim_latency
 from worker.executors.base import Executor
+from worker.metrics import observe_claim_latency
 from worker.runs import RunTable
 
 
@@ -95,7 +95,7 @@ class Claimer:
         """The agents' configuration changed (or may have): read it again before the next claim."""
         self._agents_read_at = None
 
-    def _agents_now(self, conn) -> dict[str, Agent]:
+    def _agents_now(self, conn: psycopg.Connection) -> dict[str, Agent]:
         """The cached agent configuration, read again when stale."""
         read_at = self._agents_read_at
         if read_at is None or time.monotonic() - read_at > self.config.poll_seconds:
@@ -181,7 +181,8 @@ class Claimer:
         self._skip_unknown(agents)
         return claimed + len(claims)
 
-    def _claim_each(self, conn, agents: dict[str, Agent], slots: dict[str, tuple[str, int]]) -> list:
+    def _claim_each(self, conn: psycopg.Connection, agents: dict[str, Agent],
+                    slots: dict[str, tuple[str, int]]) -> list:
         """Claims for each unthrottled agent alone within its pool's slots; an agent whose claim
         fails on its data is halted (its tasks wait, the dashboard says why)."""
         left = dict(slots.values())
@@ -203,7 +204,7 @@ class Claimer:
             claims += mine
         return claims
 
-    def _halt(self, conn, agent: str, exc: Exception) -> None:
+    def _halt(self, conn: psycopg.Connection, agent: str, exc: Exception) -> None:
         """Stops claiming for an agent whose own claim failed on its data."""
         reason = f"claiming its tasks failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
         if queue.halt_agent(conn, agent, reason):
@@ -238,7 +239,7 @@ class Claimer:
 
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         throttled = sorted(name for name, a in agents.items()
                            if a.throttled and a.executor in self.executors and not a.cannot_run
                            and not a.paused(now))
@@ -333,7 +334,7 @@ class Claimer:
             logs.change("agent", "skipped", agent=agent, executor=executor,
                         reason="this worker has no such executor", worker=self.worker_id)
 
-    def _give_back(self, claim, *, reason: str | None = None) -> bool:
+    def _give_back(self, claim: Claim, *, reason: str | None = None) -> bool:
         """Hands a claimed task that will not start here straight back to the queue."""
         with self._held.connection() as conn:
             if not queue.hand_back(conn, claim.attempt_id, reason=reason):
@@ -368,7 +369,7 @@ class Claimer:
 
     def _pause_ends_in(self) -> float | None:
         """Seconds until the first agent paused until a time resumes by itself (nothing notifies then)."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         ends = [(a.paused_until - now).total_seconds() for a in self._agents.values()
                 if a.paused(now) and a.paused_until is not None]
         return max(0.0, min(ends)) if ends else None

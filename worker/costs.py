@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from schema import worker_queries
 from worker import logs
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,7 @@ class CostConfig:
     window_seconds: float = 86_400.0
     verify: bool = False  # also compare spend reported by callback with the trace
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.interval_seconds <= 0 or self.batch < 1 or self.window_seconds <= 0:
             raise ValueError("interval and window must be positive, batch at least 1")
 
@@ -33,7 +37,7 @@ class TraceUsage:
     llm_cost_usd: float | None
 
 
-def trace_reader(tracking_uri: str) -> Callable[[str], Any]:
+def trace_reader(tracking_uri: str | None) -> Callable[[str], Any]:
     """Reads one trace by id from the given tracking store; None when the store has no such trace.
 
     Through MLflow's tracing client, which the lightweight mlflow-tracing package (all the app
@@ -86,7 +90,7 @@ def priced(usage: TraceUsage, price_input_per_mtok: Decimal | None,
 class CostReconciler:
     """Fills in the spend of attempts that named a trace but reported none; checks reported spend."""
 
-    def __init__(self, pool, worker_id: str, tracking_uri: str | None, config: CostConfig | None = None,
+    def __init__(self, pool: ConnectionPool, worker_id: str, tracking_uri: str | None, config: CostConfig | None = None,
                  db_timeout_seconds: float = 10.0):
         self.pool = pool
         self.worker_id = worker_id
@@ -98,7 +102,7 @@ class CostReconciler:
         self._nothing_to_record: set[int] = set()
         self._verified_up_to = 0
 
-    def _read(self, trace_id: str) -> TraceUsage | None | Exception:
+    def _read(self, trace_id: str) -> TraceUsage | Exception | None:
         """The trace's usage; None if it has none; the exception if the store could not be read."""
         try:
             if self._get_trace is None:

@@ -10,9 +10,9 @@ import os
 import secrets
 import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from schema import db, queue
 from schema.settings import Settings
@@ -24,7 +24,7 @@ from worker.claimer import Claimer, wants_claim
 from worker.costs import CostConfig, CostReconciler
 from worker.counters import WorkerCounters
 from worker.executors import DatabricksConfig, LocalConfig, build_executors
-from worker.executors.databricks import unreachable_reason
+from worker.executors.databricks import DatabricksExecutor, unreachable_reason
 from worker.folder import FolderConfig, RollupFolder
 from worker.heartbeats import Heartbeats
 from worker.listener import Listener
@@ -35,6 +35,9 @@ from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
 from worker.tracking import locate_tracking, prepare_store, tracking_store_state
 from worker.wakeup import Wakeup, pause
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
 THREADS = 10
@@ -205,7 +208,7 @@ class WorkerDaemon:
         if "databricks" in executors:
             # The sweeper's counterpart for job runs, at the same pace: it settles runs that ended
             # unwatched (after a redeploy, say), which the sweeper leaves alone.
-            runs = RunReconciler(pool, self.worker_id, executors["databricks"],
+            runs = RunReconciler(pool, self.worker_id, cast(DatabricksExecutor, executors["databricks"]),
                                  ReconcilerConfig(interval_seconds=self.settings.sweep_seconds),
                                  counters=self._counters)
             services["runs"] = lambda: service_loop("reconcile job runs", runs.run_once,
@@ -249,7 +252,7 @@ class WorkerDaemon:
             threads.shutdown(wait=False, cancel_futures=True)
             logs.change("worker", "stopped", worker=self.worker_id)
 
-    def _check_agents(self, pool, executors: Mapping[str, Any]) -> None:
+    def _check_agents(self, pool: ConnectionPool, executors: Mapping[str, Any]) -> None:
         """Marks agents this worker cannot run as configured: nothing is claimed for them."""
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
@@ -261,7 +264,7 @@ class WorkerDaemon:
         except ValueError:
             return []
 
-    async def _tracking(self, call) -> tuple[str | None, asyncio.Future | None]:
+    async def _tracking(self, call: Callable[..., Any]) -> tuple[str | None, asyncio.Future | None]:
         """The tracking URI agents get, and the set-up of its store if that goes on in the background.
 
         The first time, MLflow's tables are made before any agent runs (agents starting together

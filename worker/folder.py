@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from schema import rollups
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 # Between two steps of a backlog (a bulk load, a backfill): the claims and reads on the same server
 # get their turn, and the backlog still folds at most of a core's speed.
@@ -22,7 +26,7 @@ class FolderConfig:
     interval_seconds: float = 2.0
     step_marks: int = rollups.FOLD_STEP_MARKS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.interval_seconds <= 0:
             raise ValueError("interval_seconds must be positive")
         if self.step_marks <= 0:
@@ -33,7 +37,8 @@ class RollupFolder:
     """Runs `schema.rollups.rollup_fold` a bounded step at a time; folds of several workers (and of
     apps without a worker) take turns (one advisory lock)."""
 
-    def __init__(self, pool, worker_id: str, config: FolderConfig | None = None, db_timeout_seconds: float = 10.0):
+    def __init__(self, pool: ConnectionPool, worker_id: str, config: FolderConfig | None = None,
+                 db_timeout_seconds: float = 10.0):
         self.pool = pool
         self.worker_id = worker_id
         self.config = config or FolderConfig()

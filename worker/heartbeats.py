@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from worker import logs
 from worker.runs import RunTable
@@ -21,7 +21,7 @@ class HeartbeatConfig:
     # How long one service round may go on settling while more runs have ended meanwhile.
     burst_seconds: float = 0.25
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.tick_seconds <= 0 or self.gather_seconds < 0 or self.burst_seconds < 0:
             raise ValueError("tick_seconds must be positive, gather_seconds and burst_seconds not negative")
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 
@@ -34,7 +36,7 @@ class ListenerConfig:
     # How the connection shows in pg_stat_activity: one such backend per process.
     application_name: str = "quire-listen"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if min(self.health_seconds, self.reconnect_min_seconds, self.connect_timeout_seconds) <= 0:
             raise ValueError("listener intervals must be positive")
         if self.reconnect_max_seconds < self.reconnect_min_seconds:
@@ -226,7 +228,5 @@ class Listener:
     @staticmethod
     async def _sleep(stop: asyncio.Event, seconds: float) -> None:
         """Waits `seconds`, or less if stopped."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass

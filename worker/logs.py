@@ -7,9 +7,10 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
 log = logging.getLogger("quire.worker")
 
@@ -43,7 +44,7 @@ def change(entity: str, event: str, *, level: int = logging.INFO, **fields: Any)
 
 def _emit(level: int, message: str) -> None:
     # The record is made here: Logger.log would walk the stack for a caller no line shows.
-    log.handle(log.makeRecord(log.name, level, __file__, 0, message, None, None))
+    log.handle(log.makeRecord(log.name, level, __file__, 0, message, (), None))
 
 
 _batch = threading.local()
@@ -56,7 +57,8 @@ def batched() -> Iterator[None]:
     if getattr(_batch, "lines", None) is not None:  # nested: the outer batch writes them
         yield
         return
-    _batch.lines = lines = []
+    lines: list[str] = []
+    _batch.lines = lines
     try:
         yield
     finally:

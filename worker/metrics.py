@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime, timezone
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from prometheus_client import Metric
+
+    from schema.models import Claim
 
 try:  # `_created` samples are noise on a dashboard; older clients have no switch
     from prometheus_client import disable_created_metrics
@@ -68,9 +74,9 @@ class Metrics:
 PROCESS = Metrics({}, histograms=tuple(HISTOGRAMS))
 
 
-def observe_claim_latency(claims) -> None:
+def observe_claim_latency(claims: Iterable[Claim]) -> None:
     """How long each claimed task waited after it became claimable (created, or its backoff ended)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for claim in claims:
         ready = max(claim.task.created_at, claim.task.run_after)
         PROCESS.observe("quire_claim_latency_seconds", max((now - ready).total_seconds(), 0.0))
@@ -87,9 +93,9 @@ def observe_report(apply_seconds: float, payload: dict, usage_recorded: bool) ->
 class Union(Collector):
     """Collects from several registries at once: one exposition for the app, its worker and the database."""
 
-    def __init__(self, *sources) -> None:
+    def __init__(self, *sources: Collector) -> None:
         self.sources = sources
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         for source in self.sources:
             yield from source.collect()

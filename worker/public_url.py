@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from schema.settings import Settings
 from worker import logs
@@ -22,11 +23,11 @@ def databricks_app_url(client_factory: Callable[[], Any] | None = None) -> str |
             from databricks.sdk import WorkspaceClient
 
             client_factory = WorkspaceClient
-        url = client_factory().apps.get(name).url
+        app_url = client_factory().apps.get(name).url
     except Exception as exc:  # no URL: the Jobs executor then refuses to start, saying why
         logs.problem("look up the app's URL", exc, app=name)
         return None
-    return url.rstrip("/") if url else None
+    return app_url.rstrip("/") if app_url else None
 
 
 def public_url(settings: Settings, client_factory: Callable[[], Any] | None = None) -> str | None:

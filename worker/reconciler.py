@@ -12,6 +12,7 @@ or lost contact, and the run's own heartbeats stopped), and asks Databricks abou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from schema import queue, worker_queries
 from schema.errors import InvalidPayload, QuireError
@@ -19,6 +20,9 @@ from worker import logs
 from worker.counters import WorkerCounters
 from worker.executors.databricks import DatabricksExecutor, DatabricksHandle, ended_without_report
 from worker.settling import failure_report
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class ReconcilerConfig:
     interval_seconds: float = 5.0
     batch: int = 100
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.interval_seconds <= 0 or self.batch < 1:
             raise ValueError("interval_seconds must be positive and batch at least 1")
 
@@ -36,7 +40,7 @@ class ReconcilerConfig:
 class RunReconciler:
     """Runs on every worker; two reconcilers settling the same run change nothing twice."""
 
-    def __init__(self, pool, worker_id: str, executor: DatabricksExecutor,
+    def __init__(self, pool: ConnectionPool, worker_id: str, executor: DatabricksExecutor,
                  config: ReconcilerConfig | None = None, counters: WorkerCounters | None = None,
                  db_timeout_seconds: float = 10.0):
         self.pool = pool

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from worker import logs
 from worker.wakeup import Wakeup, pause
@@ -12,7 +13,7 @@ from worker.wakeup import Wakeup, pause
 RETRY_SECONDS = 1.0
 
 
-async def service_loop(name: str, run_once: Callable[[], float | None | Any], interval: float,
+async def service_loop(name: str, run_once: Callable[[], float | Any | None], interval: float,
                        stop: asyncio.Event, wakeup: Wakeup | None = None, *,
                        run: Callable[..., Any] = asyncio.to_thread, worker_id: str | None = None,
                        gather_seconds: float | Callable[[], float] = 0.0) -> None:

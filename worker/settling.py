@@ -4,8 +4,9 @@ reported, its outcome; and applying a report the worker files itself."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 
@@ -18,7 +19,7 @@ from worker.inflight import Run
 from worker.metrics import PROCESS, observe_report
 
 
-def failure_report(error: str, *, retryable: bool) -> dict[str, Any]:
+def failure_report(error: str | None, *, retryable: bool) -> dict[str, Any]:
     """A failed callback body the worker files on behalf of an attempt that could not report."""
     return {"status": ReportStatus.FAILED.value, "error": (error or "attempt ended without reporting")[:4000],
             "retryable": retryable, "result": None}

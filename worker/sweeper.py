@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from schema import queue
 from worker import logs
 from worker.counters import WorkerCounters
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 
 @dataclass(frozen=True)
@@ -16,7 +20,7 @@ class SweeperConfig:
     interval_seconds: float = 5.0
     batch: int = 500
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.interval_seconds <= 0 or self.batch < 1:
             raise ValueError("interval_seconds must be positive and batch at least 1")
 
@@ -24,7 +28,7 @@ class SweeperConfig:
 class Sweeper:
     """Runs `schema.queue.sweep`; any number of workers may sweep at once (SKIP LOCKED)."""
 
-    def __init__(self, pool, worker_id: str, config: SweeperConfig | None = None,
+    def __init__(self, pool: ConnectionPool, worker_id: str, config: SweeperConfig | None = None,
                  db_timeout_seconds: float = 10.0, counters: WorkerCounters | None = None):
         self.pool = pool
         self.worker_id = worker_id

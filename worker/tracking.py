@@ -11,7 +11,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from schema import db
-from schema.sql import q
+from schema.sql import fetch_row, q
 from worker import logs
 
 DEFAULT_DATABASE = "quire_mlflow"
@@ -27,7 +27,7 @@ def tracking_uri_beside(dsn: str, database: str = DEFAULT_DATABASE) -> str:
     worker asks for this URL before it claims anything, and SQLAlchemy took a second or more to
     import on a busy machine. MLflow parses it when an agent first traces.
     """
-    params = conninfo_to_dict(dsn)
+    params = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if v is not None}
     host = params.get("host") or None
     query = {k: params[k] for k in _PASSED_ON if params.get(k)}
     if host and host.startswith("/"):
@@ -36,7 +36,7 @@ def tracking_uri_beside(dsn: str, database: str = DEFAULT_DATABASE) -> str:
     if params.get("user") is not None:
         url += quote(params["user"], safe=" +")
         if params.get("password") is not None:
-            url += ":" + quote(str(params["password"]), safe=" +")
+            url += ":" + quote(params["password"], safe=" +")
         url += "@"
     if host is not None:
         url += f"[{host}]" if ":" in host else host
@@ -51,7 +51,7 @@ def tracking_uri_beside(dsn: str, database: str = DEFAULT_DATABASE) -> str:
 def ensure_database(dsn: str, database: str = DEFAULT_DATABASE) -> bool:
     """Creates `database` on the queue's server unless it exists; True if this call created it."""
     with db.connect(dsn) as conn:
-        if conn.execute(q("database_exists_one"), {"name": database}).fetchone()["present"]:
+        if fetch_row(conn, "database_exists_one", {"name": database})["present"]:
             return False
         try:
             conn.execute(sql.SQL(q("database_create")).format(name=sql.Identifier(database)))
@@ -78,9 +78,9 @@ def tracking_store_state(dsn: str) -> str:
     or "ready" (and the experiment is there: nothing is left to do, MLflow need not be loaded)."""
     experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
     with db.connect(db.with_database(dsn, DEFAULT_DATABASE)) as conn:
-        if not conn.execute(q("tracking_store_present_one")).fetchone()["present"]:
+        if not fetch_row(conn, "tracking_store_present_one")["present"]:
             return "empty"
-        if conn.execute(q("tracking_experiment_present_one"), {"name": experiment}).fetchone()["present"]:
+        if fetch_row(conn, "tracking_experiment_present_one", {"name": experiment})["present"]:
             return "ready"
         return "tables"
 

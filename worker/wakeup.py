@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 
 class Wakeup:
@@ -19,16 +20,14 @@ class Wakeup:
         if self._pending:
             return
         self._pending = True
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
             self.loop.call_soon_threadsafe(self.event.set)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
 
     async def wait(self, timeout: float | None) -> bool:
         """Waits until set or timed out; True if it was set, and then the flag is cleared."""
         try:
             await asyncio.wait_for(self.event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         # Consumed before cleared: a set() from now on schedules a new event.set after this clear.
         self._pending = False
@@ -38,7 +37,7 @@ class Wakeup:
 
 async def pause(stop: asyncio.Event, seconds: float | None, wakeup: Wakeup | None = None) -> None:
     """Returns after `seconds`, or earlier when woken or stopped."""
-    waits = [asyncio.ensure_future(stop.wait())]
+    waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(stop.wait())]
     if wakeup is not None:
         waits.append(asyncio.ensure_future(wakeup.wait(None)))
     try:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from fastapi import APIRouter, Depends, HTTPException, Path as PathParam
+from fastapi import APIRouter, Depends, HTTPException
+from fastapi import Path as PathParam
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field, computed_field
 
@@ -21,12 +22,12 @@ router = APIRouter(prefix="/api", tags=["agents"])
 class _AgentBase(BaseModel):
     model_config = {"from_attributes": True}
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy refuses it
     @property
     def paused(self) -> bool:
         """Whether the agent is paused now: its running tasks finish, nothing new starts."""
         since, until = self.paused_at, self.paused_until  # type: ignore[attr-defined]
-        return since is not None and (until is None or until > datetime.now(timezone.utc))
+        return since is not None and (until is None or until > datetime.now(UTC))
 
 
 AgentOut = model_of(Agent, "AgentOut", base=_AgentBase, exclude=("settings",))
@@ -74,11 +75,11 @@ async def pause_agent(body: PauseIn, name: str = AGENT_NAME, who: Identity = Dep
                       pool: ConnectionPool = Depends(get_pool)):
     """Pauses an agent, until `until` or a resume: running tasks finish, nothing new starts."""
     _no_nul(name)
-    until = body.until if body.until is None or body.until.tzinfo else body.until.replace(tzinfo=timezone.utc)
-    if until is not None and until <= datetime.now(timezone.utc):
+    until = body.until if body.until is None or body.until.tzinfo else body.until.replace(tzinfo=UTC)
+    if until is not None and until <= datetime.now(UTC):
         raise HTTPException(status_code=422, detail="the time to resume must be in the future")
     try:
-        agent = await actions.pause_agent(pool, name, actor=who.name, until=until, reason=body.reason)
+        agent = await actions.pause_agent(pool, name, actor=who.actor, until=until, reason=body.reason)
     except UnknownAgent as exc:
         raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
     except (InvalidArgument, ValueError) as exc:

@@ -25,8 +25,8 @@ from schema import db, payloads, queue
 from schema.errors import InvalidArgument, InvalidPayload, UnknownAttempt
 from schema.settings import Settings
 from worker import logs
-from worker.metrics import observe_report
 from worker.executors.databricks import DatabricksExecutor
+from worker.metrics import observe_report
 
 router = APIRouter(tags=["callbacks"])
 

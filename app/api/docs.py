@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from swagger_ui_bundle import swagger_ui_path
+
+if TYPE_CHECKING:
+    from nicegui.app import App
 
 ASSETS = "/docs-assets"
 router = APIRouter(include_in_schema=False)
@@ -20,7 +25,7 @@ async def swagger_ui() -> HTMLResponse:
                                swagger_favicon_url=f"{ASSETS}/favicon-32x32.png")
 
 
-def install(app: FastAPI, *, title: str, version: str, description: str) -> None:
+def install(app: App, *, title: str, version: str, description: str) -> None:
     """Serves /openapi.json, /docs and the Swagger UI assets (FastAPI's own /docs loads them from a CDN)."""
     app.title, app.version, app.description = title, version, description
     app.openapi_url = "/openapi.json"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Response
 from psycopg_pool import ConnectionPool
@@ -16,9 +17,9 @@ from schema.stats_types import TaskFilter
 router = APIRouter(prefix="/api", tags=["dashboard"])
 
 
-async def _file(kind: str, flt: TaskFilter, pool: ConnectionPool) -> Response:
+async def _file(kind: Literal["csv", "xlsx"], flt: TaskFilter, pool: ConnectionPool) -> Response:
     data = await export.export(pool, flt, kind)
-    name = f"quire-costs-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.{kind}"
+    name = f"quire-costs-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.{kind}"
     return Response(content=data, media_type=export.MEDIA_TYPES[kind],
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 

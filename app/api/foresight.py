@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from fastapi import APIRouter, Depends, HTTPException, Path as PathParam, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import Path as PathParam
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 
@@ -134,7 +135,7 @@ async def release_batch(batch_id: int = PathParam(..., ge=1), who: Identity = De
     before = await _batch(pool, batch_id)
     if not before.held:
         raise HTTPException(status_code=409, detail=f"batch {batch_id} is not held")
-    await foresight.release_batch(pool, batch_id, actor=who.name)
+    await foresight.release_batch(pool, batch_id, actor=who.actor)
     return await _batch(pool, batch_id)
 
 
@@ -196,7 +197,7 @@ async def put_budget(body: BudgetIn, customer: str = PathParam(..., min_length=1
                      who: Identity = Depends(require_operator), pool: ConnectionPool = Depends(get_pool)) -> BudgetOut:
     """Sets or clears a customer's monthly LLM budget; over it, the customer's tasks wait enqueued."""
     try:
-        return _budget_out(await foresight.set_budget(pool, customer, body.monthly_llm_budget_usd, actor=who.name))
+        return _budget_out(await foresight.set_budget(pool, customer, body.monthly_llm_budget_usd, actor=who.actor))
     except InvalidArgument as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 
@@ -212,7 +213,7 @@ async def discard_batch(batch_id: int = PathParam(..., ge=1), who: Identity = De
                         pool: ConnectionPool = Depends(get_pool)) -> DiscardOut:
     """Discards a held batch: its queued documents are cancelled and nothing of it runs."""
     try:
-        cancelled = await foresight.discard_batch(pool, batch_id, actor=who.name)
+        cancelled = await foresight.discard_batch(pool, batch_id, actor=who.actor)
     except NotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except InvalidTransition as exc:

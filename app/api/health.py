@@ -36,7 +36,7 @@ async def healthz(request: Request, pool: ConnectionPool = Depends(get_pool)) ->
     """
     db_ok, db_detail = await services.database_ok(pool)
     broadcaster = live.current()
-    body = {"status": "ok" if db_ok and broadcaster.healthy else ("degraded" if db_ok else "down"),
+    body: dict[str, Any] = {"status": "ok" if db_ok and broadcaster.healthy else ("degraded" if db_ok else "down"),
             "database": "ok" if db_ok else "unavailable", "listen": "live" if broadcaster.healthy else "polling"}
     if auth.identity_of(request).authenticated:
         body.update(database=db_detail, listen_error=None if broadcaster.healthy else broadcaster.last_error,

@@ -4,10 +4,12 @@ export of approved data, and review events as Server-Sent Events."""
 from __future__ import annotations
 
 import time
-from datetime import date, datetime, timezone
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Path as PathParam, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
@@ -28,7 +30,7 @@ def _id():
     # A fresh parameter per route: FastAPI binds a parameter object to the first name it serves.
     return PathParam(..., ge=1, le=inputs.MAX_ID)
 
-_CONFLICT = {409: {"description": "the claim no longer holds (re-extracted, decided, or taken over): nothing was written"},
+_CONFLICT: dict[int | str, dict[str, Any]] = {409: {"description": "the claim no longer holds (re-extracted, decided, or taken over): nothing was written"},
              403: {"description": "not a reviewer"}, 422: {"description": "a value its field's type refuses"}}
 
 
@@ -127,7 +129,7 @@ async def claim_next(flt: TaskFilter = Depends(filter_query), who: Identity = De
                      pool: ConnectionPool = Depends(get_pool), settings: Settings = Depends(get_settings)):
     """Claims the next document (or gives back the one the caller holds) for the lease
     (QUIRE_REVIEW_LEASE_SECONDS); keep its `claim_token` for every save."""
-    item = await reviews.claim_next(pool, settings, who.name, flt)
+    item = await reviews.claim_next(pool, settings, who.actor, flt)
     return Response(status_code=204) if item is None else _out(item)
 
 
@@ -135,7 +137,7 @@ async def claim_next(flt: TaskFilter = Depends(filter_query), who: Identity = De
 async def claim_task(task_id: int = _id(), who: Identity = Depends(require_reviewer),
                      pool: ConnectionPool = Depends(get_pool), settings: Settings = Depends(get_settings)) -> ReviewOut:
     """Claims the review of one task; 409 when it is decided or another reviewer holds it."""
-    item = await reviews.claim_task(pool, settings, who.name, task_id)
+    item = await reviews.claim_task(pool, settings, who.actor, task_id)
     if item is None:
         raise HTTPException(status_code=404, detail=f"task {task_id} has no review")
     if item.status is not ReviewStatus.OPEN or item.claimed_by != who.name:
@@ -152,11 +154,11 @@ async def review_figures(flt: TaskFilter = Depends(filter_query), _: Identity = 
     return FiguresOut(**(await reviews.figures(pool, flt)).__dict__)
 
 
-def _export_route(kind: str):
+def _export_route(kind: Literal["csv", "xlsx", "json"]):
     async def route(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
                     pool: ConnectionPool = Depends(get_pool)) -> Response:
         data = await reviews.export(pool, flt, kind)
-        name = f"quire-approved-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.{kind}"
+        name = f"quire-approved-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.{kind}"
         return Response(content=data, media_type=reviews.EXPORT_MEDIA_TYPES[kind],
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
     route.__doc__ = (f"Approved documents for the dashboard's filters as {kind.upper()}: every field as approved "
@@ -165,7 +167,8 @@ def _export_route(kind: str):
     return route
 
 
-for _kind in ("csv", "xlsx", "json"):
+_EXPORT_KINDS: tuple[Literal["csv", "xlsx", "json"], ...] = ("csv", "xlsx", "json")
+for _kind in _EXPORT_KINDS:
     router.add_api_route(f"/export.{_kind}", _export_route(_kind), methods=["GET"], response_class=Response,
                          responses={200: {"content": {reviews.EXPORT_MEDIA_TYPES[_kind].split(";")[0]: {}},
                                           "description": "one row per approved document"}})
@@ -247,7 +250,7 @@ async def get_review(review_id: int = _id(), _: Identity = Depends(require_user)
 async def save(body: SaveIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                pool: ConnectionPool = Depends(get_pool), settings: Settings = Depends(get_settings)) -> ReviewOut:
     """Saves corrections (one trail row per changed field) and renews the lease."""
-    return _out(await _guarded(reviews.save(pool, settings, review_id, body.claim_token, who.name, body.fields,
+    return _out(await _guarded(reviews.save(pool, settings, review_id, body.claim_token, who.actor, body.fields,
                                             body.reason)))
 
 
@@ -255,7 +258,7 @@ async def save(body: SaveIn, review_id: int = _id(), who: Identity = Depends(req
 async def approve(body: DecideIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                   pool: ConnectionPool = Depends(get_pool)) -> ReviewOut:
     """Approves the document: the extraction plus its corrections (and any given here) is the data."""
-    return _out(await _guarded(reviews.decide(pool, review_id, body.claim_token, who.name, ReviewStatus.APPROVED,
+    return _out(await _guarded(reviews.decide(pool, review_id, body.claim_token, who.actor, ReviewStatus.APPROVED,
                                               values=body.fields, note=body.note)))
 
 
@@ -263,7 +266,7 @@ async def approve(body: DecideIn, review_id: int = _id(), who: Identity = Depend
 async def reject(body: DecideIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                  pool: ConnectionPool = Depends(get_pool)) -> ReviewOut:
     """Rejects the document, with an optional note saying why."""
-    return _out(await _guarded(reviews.decide(pool, review_id, body.claim_token, who.name, ReviewStatus.REJECTED,
+    return _out(await _guarded(reviews.decide(pool, review_id, body.claim_token, who.actor, ReviewStatus.REJECTED,
                                               values=body.fields, note=body.note)))
 
 
@@ -271,6 +274,6 @@ async def reject(body: DecideIn, review_id: int = _id(), who: Identity = Depends
 async def release(body: ReleaseIn, review_id: int = _id(), who: Identity = Depends(require_reviewer),
                   pool: ConnectionPool = Depends(get_pool)) -> dict:
     """Hands the document back to the queue now instead of at the end of the lease."""
-    if not await reviews.release(pool, review_id, body.claim_token, who.name):
+    if not await reviews.release(pool, review_id, body.claim_token, who.actor):
         raise HTTPException(status_code=409, detail="this claim no longer holds")
     return {"review_id": review_id, "released": True}

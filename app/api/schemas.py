@@ -16,10 +16,13 @@ from app.services import catching_up_note
 from schema.models import Attempt, Task, TaskEvent
 from schema.stats_types import StreamEvent, Summary, TaskFilter, TaskRow
 
+_STATUS_HELP = f"any of {', '.join(STATUSES)}; repeatable"
+
+
 def filter_query(
     date_from: str | None = Query(None, description="created at or after (ISO date or datetime)"),
     date_to: str | None = Query(None, description="created before; a plain date includes that day"),
-    status: list[str] = Query([], description=f"any of {', '.join(STATUSES)}; repeatable"),
+    status: list[str] = Query([], description=_STATUS_HELP),
     agent: list[str] = Query([], description="repeatable"),
     customer: list[str] = Query([], description="repeatable"),
     needs_review: bool = Query(False, description="only completed tasks with a low confidence"),
@@ -69,7 +72,7 @@ EventOut = model_of(TaskEvent, "EventOut", base=_FromAttributes)
 
 
 class _TaskDetailBase(_FromAttributes):
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy refuses it
     @property
     def document_url(self) -> str:
         """Where the submitted PDF is served."""
@@ -136,7 +139,7 @@ class SummaryOut(BaseModel):
     note: str | None = None
 
     @classmethod
-    def of(cls, summary: Summary, charts: dict[str, Any]) -> "SummaryOut":
+    def of(cls, summary: Summary, charts: dict[str, Any]) -> SummaryOut:
         tokens = summary.input_tokens + summary.output_tokens
         return cls(counts=summary.counts, total=summary.total, input_tokens=summary.input_tokens,
                    output_tokens=summary.output_tokens,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import RedirectResponse
@@ -49,7 +49,7 @@ async def sign_out(request: Request) -> RedirectResponse:
     session = authenticator.session_of(request.cookies.get(auth.SESSION_COOKIE))
     if session is not None:
         authenticator.revoked.add(session.session_id)
-        expires = datetime.fromtimestamp(session.expires, timezone.utc)
+        expires = datetime.fromtimestamp(session.expires, UTC)
         await in_thread(request.app.state.pool, sessions.session_revoke, session.session_id, expires)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(auth.SESSION_COOKIE, path="/")

@@ -24,8 +24,8 @@ async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Dep
 
     Read once a second at most per filter, for every page and API client showing it; `catching_up`
     says a backlog (a bulk load) is being folded and the figures count what was folded (`as_of`)."""
-    overview, _ = await services.live_summary(pool, flt, exact=True)
-    charts, _ = await services.live_charts(pool, flt, exact=True)
+    overview = (await services.live_summary(pool, flt, exact=True))[0]
+    charts = (await services.live_charts(pool, flt, exact=True))[0]
     return SummaryOut.of(overview, plain(dataclasses.asdict(charts)))
 
 
@@ -33,7 +33,7 @@ async def get_summary(flt: TaskFilter = Depends(filter_query), _: Identity = Dep
 async def get_charts(flt: TaskFilter = Depends(filter_query), _: Identity = Depends(require_user),
                      pool: ConnectionPool = Depends(get_pool)) -> ChartsOut:
     """Throughput, cost by agent and customer, response time and confidence bins, for the same filters."""
-    charts, _ = await services.live_charts(pool, flt, exact=True)
+    charts = (await services.live_charts(pool, flt, exact=True))[0]
     return ChartsOut(**plain(dataclasses.asdict(charts)))
 
 

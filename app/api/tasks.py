@@ -7,10 +7,11 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
-from fastapi import (APIRouter, Depends, File, Form, HTTPException, Path as PathParam, Query, Request, Response,
-                     UploadFile)
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, StreamingResponse
 from psycopg_pool import ConnectionPool
+from pydantic import BaseModel
 
 from app import actions, foresight, inputs, services, submitting
 from app.api import limits
@@ -56,21 +57,21 @@ async def submit_tasks(
     try:
         # An empty field is no priority (FastAPI would take it for the default): read the form as sent.
         sent = (await request.form()).get("priority")
-        priority = limits.parse_priority(sent if isinstance(sent, str) else priority)
-        options = submitting.SubmitOptions(agent=agent, priority=priority, customer=customer,
+        level = limits.parse_priority(sent if isinstance(sent, str) else priority)
+        options = submitting.SubmitOptions(agent=agent, priority=level, customer=customer,
                                            rerun_duplicates=duplicates == "rerun", held=hold)
         # A request Postgres could not store is refused whole, before any file is read or kept.
         submitting.check_submission([f.filename or "document.pdf" for f in files], options)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     rights = submit_rights(who, settings)
-    refusal = no_submit_reason(who) if rights is None else rights.refusal(who, customer, priority)
+    refusal = no_submit_reason(who) if rights is None else rights.refusal(who, customer, level)
     if refusal:
         raise HTTPException(status_code=403, detail=refusal)
     try:
-        batch_id, _ = await foresight.open_batch(pool, settings, agent=agent, priority=priority, customer=customer,
+        batch_id, _ = await foresight.open_batch(pool, settings, agent=agent, priority=level, customer=customer,
                                                  files=[FileFacts(document_bytes=f.size) for f in files],
-                                                 held=hold, submitted_by=who.name)
+                                                 held=hold, submitted_by=who.actor)
     except NotFound as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
     options = submitting.SubmitOptions(**{**options.__dict__, "batch_id": batch_id})
@@ -85,9 +86,10 @@ async def submit_tasks(
                     path = Path(workdir) / f"{n}.upload"
                     await submitting.spool(_chunks(f), path, limit)
                     uploads.append(submitting.Upload(f.filename or "document.pdf", path=path, size=f.size))
-                results += await submitting.submit(pool, settings, uploads, options, submitted_by=who.name)
+                results += await submitting.submit(pool, settings, uploads, options, submitted_by=who.actor)
                 for upload in uploads:
-                    upload.path.unlink(missing_ok=True)
+                    if upload.path is not None:
+                        upload.path.unlink(missing_ok=True)
     finally:
         if not any(r.outcome == "created" for r in results):
             await foresight.drop_batch_if_empty(pool, batch_id)  # no half-written upload is left
@@ -99,9 +101,10 @@ async def submit_tasks(
     rejected = sum(r.outcome == "rejected" for r in results)
     plan = None
     if created:
-        plan = await foresight.settle_forecast(pool, settings, batch_id, agent=agent, priority=priority, customer=customer,
-                                               files=[FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned)
-                                                      for r in results if r.outcome == "created"])
+        plan = await foresight.settle_forecast(
+            pool, settings, batch_id, agent=agent, priority=level, customer=customer,
+            files=[FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned)
+                   for r in results if r.outcome == "created"])
     if created and rejected:
         response.status_code = 207
     elif not created:
@@ -154,7 +157,7 @@ async def _task_or_404(pool: ConnectionPool, task_id: int):
 
 @router.get("/tasks/{task_id}", response_model=TaskDetail)
 async def get_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID), _: Identity = Depends(require_user),
-                   pool: ConnectionPool = Depends(get_pool)) -> TaskDetail:
+                   pool: ConnectionPool = Depends(get_pool)) -> BaseModel:
     """One task with its attempts (run and trace ids, tokens, cost), result and timeline."""
     return TaskDetail.model_validate(await _task_or_404(pool, task_id))
 
@@ -183,6 +186,8 @@ async def get_document(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID), _:
         from databricks.sdk import WorkspaceClient
 
         download = WorkspaceClient().files.download(uri)
+        if download.contents is None:
+            raise HTTPException(status_code=502, detail=f"the Volume sent no content for {uri}")
         return StreamingResponse(download.contents, media_type=_media_type(uri),
                                  headers=_DOCUMENT_HEADERS | {"Content-Disposition": _attachment(name)})
     path = Path(uri.removeprefix("file://"))
@@ -222,12 +227,13 @@ async def retry_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID),
     """Re-runs a failed or cancelled task; a completed one gets a re-extraction child task. With an
     agent, extractor, model or priority it is an edit and retry: the change is recorded on the task
     that runs (`edits`: who, when, each field from and to)."""
+    level = None
     if priority is not None:
         try:
-            priority = limits.parse_priority(priority)
+            level = limits.parse_priority(priority)
         except ValueError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from None
-    return _one(await actions.retry_tasks(pool, [task_id], actor=who.name, priority=priority, agent=agent,
+    return _one(await actions.retry_tasks(pool, [task_id], actor=who.actor, priority=level, agent=agent,
                                           extractor=extractor, model=model))
 
 
@@ -236,4 +242,4 @@ async def retry_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID),
 async def cancel_task(task_id: int = PathParam(..., ge=1, le=inputs.MAX_ID), who: Identity = Depends(require_operator),
                       pool: ConnectionPool = Depends(get_pool)) -> ActionOut:
     """Cancels an enqueued or processing task."""
-    return _one(await actions.cancel_tasks(pool, [task_id], actor=who.name))
+    return _one(await actions.cancel_tasks(pool, [task_id], actor=who.actor))

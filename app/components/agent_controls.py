@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 from nicegui import ui
 
@@ -17,7 +17,7 @@ OnResume = Callable[[str], Awaitable[bool]]
 
 def pause_text(agent: Agent, now: datetime | None = None) -> str:
     """How a paused agent's state reads: until when, why and by whom."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     until = f"until {fmt.exact(agent.paused_until)}" if agent.paused_until else "until resumed"
     why = f": {agent.paused_reason}" if agent.paused_reason else ""
     by = f" (by {agent.paused_by})" if agent.paused_by else ""
@@ -33,8 +33,8 @@ def parse_until(text: str | None) -> datetime | None:
         moment = datetime.fromisoformat(text.replace(" ", "T", 1) if len(text) > 10 else text)
     except ValueError:
         raise ValueError("Write the time to resume as 2026-01-31 18:00 (UTC), or leave it empty.") from None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    if moment <= datetime.now(timezone.utc):
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if moment <= datetime.now(UTC):
         raise ValueError("The time to resume must be in the future.")
     return moment
 
@@ -50,7 +50,7 @@ class AgentControls:
         self.shown: list[tuple] | None = None
 
     def update(self, agents: list[Agent]) -> None:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         key = [(a.name, a.paused(now), a.paused_until, a.paused_reason, a.paused_by) for a in agents]
         if key == self.shown:
             return

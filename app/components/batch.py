@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from nicegui import ui
 
@@ -13,7 +13,6 @@ from schema.models import TERMINAL_STATUSES, TaskStatus
 
 ENQUEUED, FAILED = TaskStatus.ENQUEUED.value, TaskStatus.FAILED.value
 
-
 @dataclass
 class Entry:
     """A file of the batch and the widgets that show it."""
@@ -22,7 +21,7 @@ class Entry:
     upload: Upload | None
     status: str | None = None
     spot: str | None = None  # queue position and ETA while enqueued
-    refresh: Callable[[], None] = field(default=lambda: None, repr=False)
+    refresh: Callable[[], object] = field(default=lambda: None, repr=False)
 
 
 class BatchView:

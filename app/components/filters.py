@@ -6,7 +6,7 @@ a reload keeps them, and a link shares them.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlencode
 
 from nicegui import ui
@@ -27,9 +27,12 @@ class FilterValues:
         self.review = review
 
     @classmethod
-    def from_query(cls, query: Mapping[str, list[str]]) -> "FilterValues":
+    def from_query(cls, query: Mapping[str, list[str]]) -> FilterValues:
         """From parsed query parameters (every key a list, as Starlette's `getlist` gives)."""
-        first = lambda key: (query.get(key) or [None])[0]  # noqa: E731
+        def first(key: str) -> str | None:
+            values = query.get(key)
+            return values[0] if values else None
+
         return cls(first("from"), first("to"), [s for s in query.get("status", []) if s in STATUSES],
                    query.get("agent", []), query.get("customer", []), first("review") in ("1", "true"))
 
@@ -154,6 +157,6 @@ class FilterBar:
     async def clear(self) -> None:
         for control in (self.date_from, self.date_to):
             control.set_value("")
-        for control in (self.status, self.agent, self.customer):
-            control.set_value([])
+        for choice in (self.status, self.agent, self.customer):
+            choice.set_value([])
         self.review.set_value(False)

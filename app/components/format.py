@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from schema.models import AttemptStatus, TaskStatus
@@ -98,7 +98,7 @@ def duration(seconds: float | None) -> str:
         return f"{seconds * 1000:,.0f} ms"
     if seconds < 60:
         return f"{seconds:,.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)
@@ -113,12 +113,12 @@ def when(moment: datetime | None) -> str:
     """A timestamp in UTC, to the second."""
     if moment is None:
         return DASH
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def until(moment: datetime, now: datetime | None = None) -> str:
     """When something ends, as a person says it: "in 40 s", "in 3 h 05 min", or the time past a day."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     seconds = (moment - now).total_seconds()
     if seconds <= 0:
         return "any moment now"
@@ -138,7 +138,7 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
     """How long ago, as a person says it ("just now", "3 min ago", "yesterday"); a date past a week."""
     if moment is None:
         return DASH
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     seconds = (now - moment).total_seconds()
     if seconds < 0:
         return "just now" if seconds > -60 else when(moment)
@@ -155,7 +155,7 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
         return "yesterday"
     if days < 7:
         return f"{days} days ago"
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
 def plural(n: int | None, word: str) -> str:

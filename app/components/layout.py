@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Awaitable, Callable, Iterator
 
 from nicegui import app, ui
 

@@ -3,7 +3,8 @@ under a click handed to the page that shows it."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from nicegui import ui
 

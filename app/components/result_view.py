@@ -41,7 +41,8 @@ def source_text(source: dict) -> str:
 def finding_text(finding: dict) -> str:
     """One audit finding in words."""
     if finding.get("kind") == "xml_page_mismatch":
-        field = FIELD_LABELS.get(finding.get("field"), str(finding.get("field", "")).replace("_", " "))
+        named = str(finding.get("field", ""))
+        field = FIELD_LABELS.get(named, named.replace("_", " "))
         page = finding.get("page")
         return (f"{field}: the e-invoice XML states {fmt.value_text(finding.get('xml'))}, the page shows "
                 f"{fmt.value_text(page) if page is not None else 'nothing'}")

@@ -3,7 +3,7 @@ rate per field and accuracy per agent, extractor and model, all counted from the
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from nicegui import ui
 

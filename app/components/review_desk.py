@@ -158,28 +158,39 @@ class ReviewDesk:
 
     # Fields -------------------------------------------------------------------------------------
 
+    @property
+    def open_item(self) -> Review:
+        """The document the desk shows; read only while one is open."""
+        if self.item is None:
+            raise RuntimeError("no document is open on this desk")
+        return self.item
+
     def evidence_boxes(self) -> dict[str, tuple[int, tuple[float, float, float, float]]]:
-        boxes = {}
-        for name, extracted in self.item.fields.items():
+        boxes: dict[str, tuple[int, tuple[float, float, float, float]]] = {}
+        for name, extracted in self.open_item.fields.items():
             evidence = extracted.get("evidence") if isinstance(extracted, dict) else None
-            bbox = evidence.get("bbox") if isinstance(evidence, dict) else None
+            if not isinstance(evidence, dict):
+                continue
+            bbox = evidence.get("bbox")
             if isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox):
-                page = evidence.get("page") if isinstance(evidence.get("page"), int) else 1
-                boxes[name] = (page, tuple(float(v) for v in bbox))
+                page = evidence.get("page")
+                page = page if isinstance(page, int) else 1
+                left, top, right, bottom = (float(v) for v in bbox)
+                boxes[name] = (page, (left, top, right, bottom))
         return boxes
 
     def current_text(self, name: str) -> str:
-        return review_values.show(self.item.values.get(name), self.rows[name].kind, self.style)
+        return review_values.show(self.open_item.values.get(name), self.rows[name].kind, self.style)
 
     def show_note(self, row: FieldRow) -> None:
-        extracted = (self.item.fields.get(row.name) or {}).get("value")
-        now = self.item.values.get(row.name)
-        if row.name in {c.field for c in self.item.corrections} and now != extracted:
+        extracted = (self.open_item.fields.get(row.name) or {}).get("value")
+        now = self.open_item.values.get(row.name)
+        if row.name in {c.field for c in self.open_item.corrections} and now != extracted:
             row.note.text = f"corrected · extracted: {review_values.show(extracted, row.kind, self.style) or '—'}"
         elif row.name in self.accepted:
             row.note.text = "accepted"
         else:
-            evidence = (self.item.fields.get(row.name) or {}).get("evidence")
+            evidence = (self.open_item.fields.get(row.name) or {}).get("evidence")
             row.note.text = f"page: “{evidence['text']}”" if isinstance(evidence, dict) and evidence.get("text") else ""
         row.note.set_visibility(bool(row.note.text))
         row.box.classes(add="accepted") if row.name in self.accepted else row.box.classes(remove="accepted")
@@ -209,8 +220,8 @@ class ReviewDesk:
         text = row.input.value or ""
         if text != self.current_text(name):
             try:
-                self.item = await reviews.save(self.pool, self.settings, self.item.id, self.item.claim_token,
-                                               self.who.name, {name: text})
+                self.item = await reviews.save(self.pool, self.settings, self.open_item.id, self.open_item.claim_token,
+                                               self.who.actor, {name: text})
             except reviews.FieldError as exc:
                 row.error.text = exc.message
                 row.error.set_visibility(True)
@@ -282,7 +293,7 @@ class ReviewDesk:
 
     async def _decide(self, status: ReviewStatus, note: str | None) -> None:
         try:
-            await reviews.decide(self.pool, self.item.id, self.item.claim_token, self.who.name, status,
+            await reviews.decide(self.pool, self.open_item.id, self.open_item.claim_token, self.who.actor, status,
                                  values=self.pending() if status is ReviewStatus.APPROVED else {}, note=note)
         except reviews.FieldError as exc:
             row = self.rows.get(exc.field)
@@ -296,13 +307,13 @@ class ReviewDesk:
             return
         self.reviewed += 1
         ui.notify(f"{'Approved' if status is ReviewStatus.APPROVED else 'Rejected'}: "
-                  f"{self.item.document_name or self.item.task_id}", type="positive", position="bottom-right",
+                  f"{self.open_item.document_name or self.open_item.task_id}", type="positive", position="bottom-right",
                   timeout=1500)
         await self.open_next()
 
     async def skip(self) -> None:
         if self.mine and self.item is not None:
-            await reviews.release(self.pool, self.item.id, self.item.claim_token, self.who.name)
+            await reviews.release(self.pool, self.item.id, self.item.claim_token, self.who.actor)
             skipped = self.item.id
             await self.open_next()
             if self.item is not None and self.item.id == skipped:
@@ -310,7 +321,7 @@ class ReviewDesk:
 
     async def open_next(self) -> None:
         self.stale = None
-        self.item = await reviews.claim_next(self.pool, self.settings, self.who.name, self.flt) \
+        self.item = await reviews.claim_next(self.pool, self.settings, self.who.actor, self.flt) \
             if self.who.reviewer else None
         self.mine = self.item is not None
         if self.item is not None:
@@ -344,9 +355,9 @@ class ReviewDesk:
             await self.viewer.show(self.viewer.page - 1)
 
     async def keep_lease(self) -> None:
-        if self.mine and self.item is not None:
-            if not await reviews.extend(self.pool, self.settings, self.item.id, self.item.claim_token, self.who.name):
-                self.lost("Your claim on this document ended (re-extracted, decided or taken over). "
+        if self.mine and self.item is not None and not await reviews.extend(
+                self.pool, self.settings, self.item.id, self.item.claim_token, self.who.actor):
+            self.lost("Your claim on this document ended (re-extracted, decided or taken over). "
                           "Nothing more will be saved.")
 
     def watch(self) -> None:

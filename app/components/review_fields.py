@@ -3,8 +3,9 @@ of keys, and the phone's read-only view with approve and reject."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from nicegui import ui
 
@@ -47,14 +48,14 @@ class FieldRow:
     """The widgets of one field in the desk view."""
 
     name: str
-    kind: str
+    kind: review_values.Kind
     box: Any
     input: Any
     note: Any
     error: Any
 
 
-def field_row(index: int, name: str, extracted: dict[str, Any], value: Any, style: str, *,
+def field_row(index: int, name: str, extracted: dict[str, Any], value: Any, style: review_values.Style, *,
               editable: bool) -> FieldRow:
     """One field of the desk view; the page wires its events."""
     kind = review_values.kind_of(name, extracted.get("value"))
@@ -89,7 +90,7 @@ def keys_legend() -> None:
                 ui.label(what)
 
 
-def phone_view(item: Review, names: list[str], style: str, *, enabled: bool, on_approve: Callable,
+def phone_view(item: Review, names: list[str], style: review_values.Style, *, enabled: bool, on_approve: Callable,
                on_reject: Callable) -> None:
     """Below 768 px: the values, read only, with approve and reject, and the first page."""
     with ui.column().classes("quire-phone w-full gap-2").props('data-testid="review-phone"'):

@@ -4,8 +4,9 @@ for every task the filter selects (counted first, with an undo window)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from nicegui import app, ui
 
@@ -24,7 +25,7 @@ RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 
 MAX_CURSOR_WALK = 50
 MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this
 
-COLUMNS = [
+COLUMNS: list[dict[str, Any]] = [
     {"name": "id", "label": "#", "field": "id", "sortable": True, "align": "left"},
     {"name": "document_name", "label": "Document", "field": "document", "sortable": True, "align": "left"},
     {"name": "status", "label": "Status", "field": "status", "sortable": True, "align": "left"},
@@ -104,7 +105,8 @@ def for_viewer(slot: str, who: Identity) -> str:
 
 def page_request(pagination: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
     """The pagination a browser asked for, within bounds: a page of 1 to MAX_ROWS_PER_PAGE rows."""
-    merged = {**pagination, **{k: asked[k] for k in ("page", "rowsPerPage", "sortBy", "descending") if k in asked}}
+    merged: dict[str, Any] = {**pagination, **{k: asked[k] for k in ("page", "rowsPerPage", "sortBy", "descending")
+                                               if k in asked}}
     try:
         rows = int(merged["rowsPerPage"] or MAX_ROWS_PER_PAGE)  # Quasar's 0 means "all"
         page = int(merged["page"] or 1)
@@ -157,7 +159,7 @@ def waiting_text(reason: str | None, until: datetime | None, now: datetime | Non
     words = REASON_WORDS[WaitReason(reason)]
     if until is None:
         return words
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"{words} · {fmt.until(until, now)}"
 
 
@@ -168,7 +170,8 @@ class TaskTable:
         self.who = who
         self.filter = TaskFilter()
         self._on_changed = on_changed
-        self.pagination = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True, "rowsNumber": 0}
+        self.pagination: dict[str, Any] = {"page": 1, "rowsPerPage": 25, "sortBy": "id", "descending": True,
+                                           "rowsNumber": 0}
         # Keyset paging: page n+1 starts after the (sort value, id) of page n's last row.
         self._cursors: dict[int, tuple[Any, int]] = {}
         self.total_hint: int | None = None  # the filter's total, when the caller just read it
@@ -274,7 +277,7 @@ class TaskTable:
             current = current and counted
         total = count.n
         self.pagination["rowsNumber"] = total
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         self.table.rows = [table_row(r, now) for r in rows]
         self.table.pagination = dict(self.pagination)
         self.count_label.text = f"{total:,} matching" if count.exact else f"about {fmt.approx(total)} matching"
@@ -321,10 +324,10 @@ class TaskTable:
         ids = [int(r["id"]) for r in rows]
         if action == "retry":
             priority = self.retry_priority.value
-            results = await actions.retry_tasks(app.state.pool, ids, actor=self.who.name,
+            results = await actions.retry_tasks(app.state.pool, ids, actor=self.who.actor,
                                                 priority=None if priority in (None, -1) else int(priority))
         else:
-            results = await actions.cancel_tasks(app.state.pool, ids, actor=self.who.name)
+            results = await actions.cancel_tasks(app.state.pool, ids, actor=self.who.actor)
         done = [r for r in results if r.ok]
         failed = [r for r in results if not r.ok]
         if done:
@@ -376,10 +379,10 @@ class TaskTable:
             return
         if action == "retry":
             priority = self.retry_priority.value
-            results = await actions.retry_tasks(app.state.pool, preview.ids, actor=self.who.name,
+            results = await actions.retry_tasks(app.state.pool, preview.ids, actor=self.who.actor,
                                                 priority=None if priority in (None, -1) else int(priority))
         else:
-            results = await actions.cancel_tasks(app.state.pool, preview.ids, actor=self.who.name)
+            results = await actions.cancel_tasks(app.state.pool, preview.ids, actor=self.who.actor)
         done = sum(r.ok for r in results)
         skipped = len(results) - done
         text = f"{done:,} tasks {'retried' if action == 'retry' else 'cancelled'}"

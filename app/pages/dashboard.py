@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import Request
 from nicegui import app, ui
@@ -137,7 +137,7 @@ class Dashboard:
             limits, _ = await services.live(self.pool, "adaptive_limits", lambda: services.adaptive_limits(self.pool),
                                             since=since)
             self.throttles.text = "; ".join(limits)
-            self.updated.text = f"Updated {datetime.now(timezone.utc):%H:%M:%S} UTC"
+            self.updated.text = f"Updated {datetime.now(UTC):%H:%M:%S} UTC"
 
     async def refresh_charts(self) -> None:
         async with self.charts_lock:

@@ -22,10 +22,10 @@ def review_filter(customer: str | None, agent: str | None, date_from: str | None
 async def _open(who: Identity, flt: TaskFilter, task_id: int | None) -> tuple[Review | None, bool]:
     pool, settings = app.state.pool, app.state.settings
     if task_id is None:
-        item = await reviews.claim_next(pool, settings, who.name, flt) if who.reviewer else None
+        item = await reviews.claim_next(pool, settings, who.actor, flt) if who.reviewer else None
         return item, item is not None
     if who.reviewer:
-        item = await reviews.claim_task(pool, settings, who.name, task_id)
+        item = await reviews.claim_task(pool, settings, who.actor, task_id)
     else:
         item = await reviews.read_of_task(pool, task_id)
     mine = item is not None and item.status is ReviewStatus.OPEN and item.claimed_by == who.name and who.reviewer

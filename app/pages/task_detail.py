@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import Request
 from nicegui import app, ui
@@ -38,11 +38,12 @@ def edit_text(edit: dict) -> str:
 def time_split(task: Task, now: datetime | None = None) -> tuple[float | None, float, float | None]:
     """Seconds queued, held by an operator, and running (the attempts' own times, summed): three
     figures apart, so a hold never reads as a slow queue."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     held = task.held_seconds or 0.0
     if task.held and task.status is TaskStatus.ENQUEUED:
         held = max((now - task.created_at).total_seconds(), 0.0)
-    ran = sum(((a.finished_at or now) - a.started_at).total_seconds() for a in task.attempts if a.started_at) \
+    ran = sum((((a.finished_at or now) - a.started_at).total_seconds() for a in task.attempts
+               if a.started_at is not None), 0.0) \
         if task.attempts else None
     end = task.finished_at or now
     queued = max((end - task.created_at).total_seconds() - held - (ran or 0.0), 0.0)
@@ -173,11 +174,11 @@ class TaskView:
             return
         if action == "retry":
             priority = getattr(self, "retry_priority", None)
-            results = await actions.retry_tasks(self.pool, [self.task.id], actor=self.who.name,
+            results = await actions.retry_tasks(self.pool, [self.task.id], actor=self.who.actor,
                                                 priority=None if priority is None or priority.value in (None, -1)
                                                 else int(priority.value))
         else:
-            results = await actions.cancel_tasks(self.pool, [self.task.id], actor=self.who.name)
+            results = await actions.cancel_tasks(self.pool, [self.task.id], actor=self.who.actor)
         result = results[0]
         ui.notify(result.message, type="positive" if result.ok else "warning", position="top")
         if result.ok and result.new_task_id and result.new_task_id != self.task.id:
@@ -213,7 +214,7 @@ class TaskView:
                     .props('unelevated color=primary data-testid="edit-yes"')
         while await dialog:
             results = await actions.retry_tasks(
-                self.pool, [task.id], actor=self.who.name,
+                self.pool, [task.id], actor=self.who.actor,
                 priority=None if priority.value in (None, -1) else int(priority.value),
                 agent=agent.value if agent.value != task.agent else None,
                 extractor=extractor.value or None, model=(model.value or "").strip() or None)
@@ -233,7 +234,9 @@ class TaskView:
         if not self.who.operator:
             ui.notify(f"Submitting needs the operator role; {self.who.name} is a viewer.", type="negative", position="top")
             return
-        released = await foresight.release_batch(self.pool, self.task.batch_id, actor=self.who.name)
+        if self.task.batch_id is None:  # only a task of a held batch offers it
+            return
+        released = await foresight.release_batch(self.pool, self.task.batch_id, actor=self.who.actor)
         ui.notify(f"Batch {self.task.batch_id} submitted: {released} tasks may run now", type="positive", position="top")
         await self.reload()
 

@@ -7,6 +7,7 @@ import dataclasses
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 from fastapi import Request
 from nicegui import app, events, ui
@@ -46,24 +47,24 @@ class UploadForm:
         self.pool = app.state.pool
         self.settings = app.state.settings
         self.toast: ui.notification | None = None
-        with ui.row().classes("w-full items-end justify-between"):
-            with ui.column().classes("gap-0"):
-                ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
-                ui.label("Invoices, contracts and financial statements as PDF; e-invoices as XML (FatturaPA, "
-                         "UBL, CII) or signed .p7m. Every file is checked before "
-                         "anything is stored; a file submitted before is offered, not run twice.") \
+        with ui.row().classes("w-full items-end justify-between"), ui.column().classes("gap-0"):
+            ui.label("Submit documents").classes("text-2xl font-semibold text-slate-900")
+            ui.label("Invoices, contracts and financial statements as PDF; e-invoices as XML (FatturaPA, "
+                     "UBL, CII) or signed .p7m. Every file is checked before "
+                     "anything is stored; a file submitted before is offered, not run twice.") \
                     .classes("quire-muted")
         if self.rights is None:
             ui.label(no_submit_reason(who) + ".").classes("quire-muted").props('data-testid="upload-refused"')
             self.batch = BatchView(self._rerun)
-            self.panels = {}
+            self.panels: dict[int, ForecastPanel] = {}
             self.positions_at, self.positions_dirty = 0.0, False
             return
         if self.rights.customers is not None:
             customers = sorted(self.rights.customers)
         with ui.card().classes("quire-card w-full p-5 gap-4"):
             with ui.row().classes("w-full gap-4 items-end flex-wrap"):
-                default = self.settings.default_agent if self.settings.default_agent in agents else (agents or [None])[0]
+                default = (self.settings.default_agent if self.settings.default_agent in agents
+                           else agents[0] if agents else None)
                 self.agent = ui.select(agents, value=default, label="Agent") \
                     .props('outlined dense stack-label data-testid="upload-agent"').classes("w-56")
                 priorities = {p: text for p, text in PRIORITIES.items() if p <= self.rights.max_priority}
@@ -90,7 +91,7 @@ class UploadForm:
                 self.busy_label = ui.label("Checking files…").classes("text-sm quire-muted")
             self.busy.visible = False
         self.batch = BatchView(self._rerun)
-        self.panels: dict[int, ForecastPanel] = {}
+        self.panels = {}
         self.positions_at = 0.0
         self.positions_dirty = False
 
@@ -112,7 +113,8 @@ class UploadForm:
         created = rejected = 0
         options = self._options()
         hold = bool(self.review.value) and self.who.operator
-        refusal = self.rights.refusal(self.who, options.customer, options.priority)
+        refusal = (no_submit_reason(self.who) if self.rights is None
+                   else self.rights.refusal(self.who, options.customer, options.priority))
         if refusal:
             self.say(refusal, "negative")
             self.busy.visible = False
@@ -174,7 +176,7 @@ class UploadForm:
             self.busy.visible = False
             self.uploader.reset()
 
-    def say(self, message: str, kind: str) -> None:
+    def say(self, message: str, kind: Literal["positive", "negative", "warning", "info"]) -> None:
         """One toast at a time: a new one replaces the last, so an outdated warning never lingers."""
         if self.toast is not None:
             self.toast.dismiss()
@@ -255,6 +257,7 @@ class UploadForm:
         earlier = (entry.result.duplicate_of or {}).get("id")
         with tempfile.TemporaryDirectory(prefix="quire-rerun-", dir=submitting.spool_root(self.settings)) as workdir:
             upload = entry.upload
+            assert upload.path is not None  # what was submitted kept its file
             if not upload.path.is_file():  # stored in a Unity Catalog Volume: copied here a chunk at a time
                 local = Path(workdir) / "document.pdf"
                 await asyncio.to_thread(submitting.copy_stored, str(upload.path), local)

@@ -7,13 +7,13 @@ repository, and the fixed creation date makes the output byte-identical on every
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fpdf import FPDF
 
 HERE = Path(__file__).parent
-CREATED = datetime(2024, 6, 1, tzinfo=timezone.utc)
+CREATED = datetime(2024, 6, 1, tzinfo=UTC)
 INK, MUTED, RULE = (20, 32, 52), (100, 112, 130), (205, 212, 222)
 
 
@@ -117,7 +117,7 @@ def contract(spec: dict) -> Sheet:
         pdf.paragraph(text)
     pdf.ln(6)
     pdf.set_font("Helvetica", "", 9)
-    for party in spec["signatories"]:
+    for _ in spec["signatories"]:
         pdf.cell(87, 5, "_" * 38)
     pdf.ln(6)
     for party in spec["signatories"]:
@@ -150,7 +150,7 @@ def main() -> None:
         for spec in specs:
             pdf = builder(spec)
             pdf.alias_nb_pages()
-            target = HERE / spec["file"]
+            target = HERE / str(spec["file"])
             pdf.output(str(target))
             manifest[spec["file"]] = {"customer": spec["customer"], "kind": builder.__name__}
             print(f"wrote {target.name} ({pdf.pages_count} pages)")

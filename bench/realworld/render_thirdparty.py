@@ -56,10 +56,9 @@ _LANGUAGES = ("nl", "es", "de", "fr", "it")
 
 
 def _install_catalogs() -> None:
+    import InvoiceGenerator
     from babel.messages.catalog import Catalog
     from babel.messages.mofile import write_mo
-
-    import InvoiceGenerator
 
     root = Path(InvoiceGenerator.__file__).parent / "locale"
     for index, lang in enumerate(_LANGUAGES):

@@ -17,20 +17,55 @@ the module of its part of the machine:
 
 from __future__ import annotations
 
-from schema.queue.agent_config import (agents_with_backlog, configure_agent, get_agent, list_agents, pause_agent,
-                                       resume_agent)
+from schema.queue.agent_config import (
+                                       agents_with_backlog,
+                                       configure_agent,
+                                       get_agent,
+                                       list_agents,
+                                       pause_agent,
+                                       resume_agent,
+)
 from schema.queue.bookkeeping import record_compute, record_executor_info
-from schema.queue.callbacks import (THROTTLE_CEILING_SHARE, THROTTLE_FACTOR, THROTTLE_FLOOR_TPM,
-                                    THROTTLE_QUIET_SECONDS, THROTTLE_STEP, Applied, apply_callback, apply_reports,
-                                    attempt_secret,
-                                    throttle_back_off, throttle_recover)
-from schema.queue.claiming import (ADMISSION_SCAN_FACTOR, ADMISSION_SCAN_MIN, admission_reopens_in, claim,
-                                   claim_many, claim_throttled, clear_agent_halt, halt_agent)
+from schema.queue.callbacks import (
+                                       THROTTLE_CEILING_SHARE,
+                                       THROTTLE_FACTOR,
+                                       THROTTLE_FLOOR_TPM,
+                                       THROTTLE_QUIET_SECONDS,
+                                       THROTTLE_STEP,
+                                       Applied,
+                                       apply_callback,
+                                       apply_reports,
+                                       attempt_secret,
+                                       throttle_back_off,
+                                       throttle_recover,
+)
+from schema.queue.claiming import (
+                                       ADMISSION_SCAN_FACTOR,
+                                       ADMISSION_SCAN_MIN,
+                                       admission_reopens_in,
+                                       claim,
+                                       claim_many,
+                                       claim_throttled,
+                                       clear_agent_halt,
+                                       halt_agent,
+)
 from schema.queue.common import reads_by_index, set_backoff
-from schema.queue.enqueueing import (BATCH_COLUMNS, BYTES_PER_PAGE, CHARS_PER_TOKEN, DEFAULT_ESTIMATE_PAGES,
-                                     FIRST_ANALYZE_BATCH, FIRST_ANALYZE_BYTES, MAX_RESERVED_TOKENS,
-                                     TEXT_TOKENS_OVERHEAD, TOKENS_OVERHEAD, TOKENS_PER_PAGE,
-                                     analyze_if_never_analyzed, enqueue, enqueue_many, estimate_tokens)
+from schema.queue.enqueueing import (
+                                       BATCH_COLUMNS,
+                                       BYTES_PER_PAGE,
+                                       CHARS_PER_TOKEN,
+                                       DEFAULT_ESTIMATE_PAGES,
+                                       FIRST_ANALYZE_BATCH,
+                                       FIRST_ANALYZE_BYTES,
+                                       MAX_RESERVED_TOKENS,
+                                       TEXT_TOKENS_OVERHEAD,
+                                       TOKENS_OVERHEAD,
+                                       TOKENS_PER_PAGE,
+                                       analyze_if_never_analyzed,
+                                       enqueue,
+                                       enqueue_many,
+                                       estimate_tokens,
+)
 from schema.queue.leases import hand_back, heartbeat, sweep
 from schema.queue.operator_actions import EXTRACTORS, cancel, get_attempt, get_task, retry
 

@@ -14,7 +14,7 @@ from schema.models import Agent, agent_from_row
 from schema.queue.common import require_int, require_text, transaction
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
-
+from schema.sql import fetch_row
 
 _AGENT_DEFAULTS: dict[str, Any] = {
     "lease_seconds": 60, "starvation_seconds": 120, "executor": "local", "model": None,
@@ -43,7 +43,7 @@ def configure_agent(conn: psycopg.Connection, name: str, *, max_concurrent_tasks
         config.update(name=name, max_concurrent_tasks=max_concurrent_tasks, max_tpm=max_tpm,
                       settings=Jsonb(config["settings"] or {}), now=now)
         try:
-            row = _row(conn, "agent_upsert", config)
+            row = fetch_row(conn, "agent_upsert", config)
         except pg_errors.CheckViolation as exc:
             raise InvalidArgument(f"invalid agent configuration for {name!r}: {exc.diag.message_primary}") from exc
     return agent_from_row(row)

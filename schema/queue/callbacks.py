@@ -4,9 +4,10 @@ what the model endpoint's rate limits teach the agent's admission."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
@@ -102,7 +103,7 @@ def apply_reports(conn: psycopg.Connection, reports: Sequence[tuple[int, payload
             # What the endpoint taught counts once per attempt: a second report of another status
             # (failed, then completed) or a replay of the first after it does not pause the agent again.
             if report.rate_limited:
-                limited_at = (datetime.fromtimestamp(report.rate_limited_at, timezone.utc)
+                limited_at = (datetime.fromtimestamp(report.rate_limited_at, UTC)
                               if report.rate_limited_at is not None else None)
                 throttle_back_off(conn, row["agent"], attempt_id, count=report.rate_limited,
                                   retry_after=report.pause_seconds, limited_at=limited_at,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 
@@ -13,6 +14,7 @@ from schema.models import Agent, Claim, agent_from_row, claim_from_row
 from schema.queue.common import reads_by_index, require_int, require_text, transaction
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import fetch_row
 from schema.sql import require_idle as _require_idle
 
 # How far past `limit` a throttled claim looks for tasks that fit the remaining budget.
@@ -111,7 +113,7 @@ def _claims(rows: list[dict[str, Any]]) -> list[Claim]:
 
 
 def _admit(conn: psycopg.Connection, agent: Agent, *, limit: int, now: datetime | None) -> list[int]:
-    load_row = _row(conn, "agent_load_one", {"agent": agent.name, "now": now})
+    load_row = fetch_row(conn, "agent_load_one", {"agent": agent.name, "now": now})
     load = Load(in_flight=load_row["in_flight"], reserved_tokens=int(load_row["reserved_tokens"]))
     clock = load_row["now"]
     if agent.throttled_until is not None and clock < agent.throttled_until:

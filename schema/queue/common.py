@@ -3,7 +3,8 @@ hot statements, the actor the event log records, argument checks, and the retry 
 
 from __future__ import annotations
 
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import psycopg
 
@@ -25,7 +26,7 @@ def set_backoff(base_seconds: float, cap_seconds: float) -> None:
     Backoff.base_seconds, Backoff.cap_seconds = base_seconds, cap_seconds
 
 
-def transaction(conn: psycopg.Connection) -> ContextManager[psycopg.Transaction]:
+def transaction(conn: psycopg.Connection) -> AbstractContextManager[psycopg.Transaction]:
     """One transaction on a connection that is not inside one already."""
     _require_idle(conn)
     return conn.transaction()

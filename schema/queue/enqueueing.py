@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from schema import payloads
 from schema.errors import InvalidArgument, UnknownAgent, UnknownTask
-from schema.models import (DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_URI_CHARS,
-                           MIN_PRIORITY, Task, task_from_row)
+from schema.models import (
+    DEFAULT_PRIORITY,
+    MAX_DOCUMENT_NAME_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PRIORITY,
+    MAX_URI_CHARS,
+    MIN_PRIORITY,
+    Task,
+    task_from_row,
+)
 from schema.queue.common import require_int, require_text
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row

@@ -11,6 +11,7 @@ from schema.errors import UnknownAttempt
 from schema.queue.common import Backoff, require_int, transaction
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import fetch_row
 
 
 def heartbeat(conn: psycopg.Connection, attempt_id: int, *, lease_seconds: int | None = None,
@@ -20,8 +21,8 @@ def heartbeat(conn: psycopg.Connection, attempt_id: int, *, lease_seconds: int |
     with transaction(conn):
         task_id = _attempt_task_id(conn, attempt_id)
         if lease_seconds is None:
-            task = _row(conn, "task_get", {"task_id": task_id})
-            lease_seconds = _row(conn, "agent_get", {"agent": task["agent"]})["lease_seconds"]
+            task = fetch_row(conn, "task_get", {"task_id": task_id})
+            lease_seconds = fetch_row(conn, "agent_get", {"agent": task["agent"]})["lease_seconds"]
         extended = _row(conn, "task_extend_lease_if_current",
                         {"task_id": task_id, "attempt_id": attempt_id, "now": now,
                          "lease_seconds": lease_seconds})

@@ -4,20 +4,31 @@ reading a task or an attempt."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from schema.errors import InvalidArgument, InvalidTransition, UnknownAttempt, UnknownTask
-from schema.models import (MAX_NAME_CHARS, MAX_PRIORITY, MIN_PRIORITY, Attempt, Task, TaskStatus, attempt_from_row,
-                           event_from_row, task_from_row)
+from schema.models import (
+    MAX_NAME_CHARS,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Attempt,
+    Task,
+    TaskStatus,
+    attempt_from_row,
+    event_from_row,
+    task_from_row,
+)
 from schema.queue.agent_config import get_agent
 from schema.queue.common import require_int, require_text, set_actor, transaction
 from schema.queue.enqueueing import BATCH_COLUMNS
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row
+from schema.sql import fetch_row
 
 
 def cancel(conn: psycopg.Connection, task_id: int, *, actor: str, now: datetime | None = None) -> Task:
@@ -66,7 +77,7 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
             child = {**{k: task[k] for k in BATCH_COLUMNS}, "parent_id": task_id, "batch_id": None, "held": False,
                      "priority": task["priority"] if priority is None else priority,
                      "agent": edit["agent"], "run_overrides": json.dumps(edit["run_overrides"])}
-            row = _row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
+            row = fetch_row(conn, "task_insert_batch", {**{k: [v] for k, v in child.items()},
                                                    "submitted_by": actor, "retried_by": actor, "now": now})
             new_id = row["id"]
         elif task["status"] in (TaskStatus.FAILED.value, TaskStatus.CANCELLED.value):
@@ -79,9 +90,9 @@ def retry(conn: psycopg.Connection, task_id: int, *, actor: str, priority: int |
                                                "run_overrides": Jsonb(edit["run_overrides"]),
                                                "changes": Jsonb(edit["changes"]), "actor": actor, "now": now})
         if new_id == task_id:
-            row = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
-                                                      "priority": priority, "now": now})
-            if row is None:
+            reopened = _row(conn, "task_reopen_if_ended", {"task_id": task_id, "actor": actor,
+                                                           "priority": priority, "now": now})
+            if reopened is None:
                 raise InvalidTransition(f"task {task_id} is {task['status']}: only failed, cancelled or completed tasks can be retried")
     return get_task(conn, new_id)
 

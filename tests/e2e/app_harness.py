@@ -12,9 +12,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import httpx
 import psycopg
@@ -76,17 +76,17 @@ class AppServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout: float = 40.0) -> "AppServer":
+    def start(self, *, timeout: float = 40.0) -> AppServer:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("QUIRE_", "PYTEST_", "DATABRICKS_", "NICEGUI_"))}
         env.update(QUIRE_DATABASE_URL=self.dsn, QUIRE_DATA_DIR=str(self.data_dir), QUIRE_PORT=str(self.port),
                    QUIRE_HOST="127.0.0.1", QUIRE_OPERATOR_TOKEN=TOKEN, QUIRE_WORKER="off")
         env.update(self.env)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.data_dir / "server.log", "wb")
         # The data dir is the working directory: no quire.toml there, so the default agent is used.
-        self.process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=self.data_dir, env=env,
-                                        stdout=log, stderr=subprocess.STDOUT)
+        with open(self.data_dir / "server.log", "wb") as log:  # the server writes to its own copy
+            self.process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=self.data_dir,
+                                            env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -146,26 +146,28 @@ class SseReader(threading.Thread):
                 raise
 
     def _read(self) -> None:
-        with httpx.Client(timeout=httpx.Timeout(30, read=30)) as http:
-            with http.stream("GET", self.url, headers=self.headers) as response:
-                self._response = response
-                assert response.status_code == 200
-                assert response.headers["content-type"].startswith("text/event-stream")
-                event, event_id, data = "message", None, ""
-                for line in response.iter_lines():
-                    if line.startswith("retry:"):
-                        self.connected.set()
-                    elif line.startswith("event:"):
-                        event = line[6:].strip()
-                    elif line.startswith("id:"):
-                        event_id = int(line[3:].strip())
-                    elif line.startswith("data:"):
-                        data += line[5:].strip()
-                    elif line == "" and data:
-                        self.messages.append((event, event_id, json.loads(data)))
-                        event, event_id, data = "message", None, ""
-                    if self.stop.is_set():
-                        return
+        with (
+            httpx.Client(timeout=httpx.Timeout(30, read=30)) as http,
+            http.stream("GET", self.url, headers=self.headers) as response,
+        ):
+            self._response = response
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            event, event_id, data = "message", None, ""
+            for line in response.iter_lines():
+                if line.startswith("retry:"):
+                    self.connected.set()
+                elif line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("id:"):
+                    event_id = int(line[3:].strip())
+                elif line.startswith("data:"):
+                    data += line[5:].strip()
+                elif line == "" and data:
+                    self.messages.append((event, event_id, json.loads(data)))
+                    event, event_id, data = "message", None, ""
+                if self.stop.is_set():
+                    return
 
     def task_events(self) -> list[dict]:
         return [data for event, _, data in self.messages if event == "task"]

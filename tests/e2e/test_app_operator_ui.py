@@ -165,7 +165,7 @@ def test_phone_dashboard_shows_cards_folds_the_filters_and_never_scrolls_sideway
     # Status and actions come first on the card and are on screen.
     for testid in (f"status-{done}", f"retry-{done}", f"cancel-{done}"):
         box = card.locator(f'[data-testid="{testid}"]').bounding_box()
-        assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], testid
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], testid
     panel = phone.locator('[data-testid="filter-panel"]')
     expect(phone.locator('[data-testid="filter-date-from"]')).to_be_hidden()
     expect(panel).to_contain_text("1 active")

@@ -157,7 +157,7 @@ def test_nul_bytes_are_refused_whole_with_nothing_written(app_server):
         for name in ("customer", "agent", "status", "date_from"):
             for path in ("/api/tasks", "/api/summary", "/api/compute-cost"):
                 answer = http.get(path, params={name: "x\x00y"})
-                assert answer.status_code == 422 and "NUL" in answer.text or name == "date_from", (path, name)
+                assert (answer.status_code == 422 and "NUL" in answer.text) or name == "date_from", (path, name)
                 assert answer.status_code == 422, (path, name)
     assert _counts(conn, server) == before
 

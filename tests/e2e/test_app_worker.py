@@ -105,7 +105,7 @@ def test_a_sample_is_extracted_by_the_cohosted_worker(app_server):
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_the_app_with_its_worker_shuts_down_cleanly(pg_server_dsn, template_db, tmp_path_factory, stop_signal):
-    server, conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory, QUIRE_WORKER="on")
+    server, _conn, teardown = start_app(pg_server_dsn, template_db, tmp_path_factory, QUIRE_WORKER="on")
     try:
         wait_until(lambda: '"event":"started"' in server.log(), timeout=60, message="the co-hosted worker to start")
         server.process.send_signal(stop_signal)

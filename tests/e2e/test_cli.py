@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fpdf import FPDF
 
-from schema import db, queue
+from schema import queue
 
 
 def make_pdf(path: Path, pages: int = 2) -> Path:

@@ -10,7 +10,7 @@ import json
 import signal
 import socket
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -54,7 +54,7 @@ def bill(warehouse, run: FakeRun) -> None:
     """What the billing tables get for a run that ended: its DBUs in this workspace (corrected by a
     retraction and a restatement for every other run), and a record of another workspace's run
     with the same id, which is not ours."""
-    start = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0) - timedelta(minutes=5)
+    start = datetime.now(UTC).replace(tzinfo=None, microsecond=0) - timedelta(minutes=5)
     run_id = str(run.run_id)
     warehouse.add_usage(run_id, DBUS, workspace_id=WORKSPACE_ID, start=start)
     if run.run_id % 2:
@@ -88,7 +88,7 @@ def workspace(tmp_path):
         ws.agent_env = serverless_job_env(server.host, RUNTIME_TOKEN, QUIRE_HEARTBEAT_SECONDS="0.5",
                                           QUIRE_CALLBACK_RETRIES="1")
         ws.file_delay_seconds = 1.5  # each run reads its document from a slow Volume: runs overlap the redeploy
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        now = datetime.now(UTC).replace(tzinfo=None)
         ws.warehouse.billing_readers = {APP_SP[0]}  # SELECT on system.billing: the app's principal only
         ws.warehouse.add_price("JOBS_SERVERLESS_COMPUTE", PRICE, start=now - timedelta(days=30),
                                promotional=PROMOTION)

@@ -6,6 +6,7 @@ spending attempt budget; the app serves callbacks until the runs in flight have 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from pathlib import Path
@@ -14,8 +15,16 @@ import httpx
 import pytest
 
 from schema import db, queue
-from tests.worker_helpers import (QUIRE_BIN, Proc, free_port, make_invoice_pdf, quire, quire_env,
-                                  wait_for_http, wait_until)
+from tests.worker_helpers import (
+    QUIRE_BIN,
+    Proc,
+    free_port,
+    make_invoice_pdf,
+    quire,
+    quire_env,
+    wait_for_http,
+    wait_until,
+)
 
 TOKEN = "stop-test-token"
 
@@ -65,10 +74,8 @@ def events(proc: Proc) -> list[dict]:
     found = []
     for line in proc.log_text().splitlines():
         if "{" in line:
-            try:
+            with contextlib.suppress(ValueError):
                 found.append(json.loads(line[line.index("{"):]))
-            except ValueError:
-                pass
     return found
 
 

@@ -8,9 +8,17 @@ import time
 import pytest
 
 from schema import db, queue
-from tests.worker_helpers import (Proc, counts_by_status, free_port, kill_orphan_agents, make_invoice_pdf,
-                                  quire, quire_env, wait_for_http)
 from tests.waiting import wait_until
+from tests.worker_helpers import (
+    Proc,
+    counts_by_status,
+    free_port,
+    kill_orphan_agents,
+    make_invoice_pdf,
+    quire,
+    quire_env,
+    wait_for_http,
+)
 
 BULK_TASKS = 195
 DOCUMENT_TASKS = 5
@@ -63,9 +71,10 @@ def test_e2e_worker_chaos_sigkill_loses_nothing_and_applies_each_result_once(db_
         # killed as soon as it has claimed work, so that it dies with runs in flight.
         while terminal_count(db_dsn) < BULK_TASKS + DOCUMENT_TASKS and time.monotonic() - started < 25:
             victim = kills % 3
-            wait_until(lambda: time.monotonic() - started >= 3 * (kills + 1), timeout=4, interval=0.1,
+            wait_until(lambda kills=kills: time.monotonic() - started >= 3 * (kills + 1), timeout=4, interval=0.1,
                        message="the next kill")
-            wait_until(lambda: working(workers[victim]) or terminal_count(db_dsn) == BULK_TASKS + DOCUMENT_TASKS,
+            wait_until(lambda victim=victim: working(workers[victim])
+                       or terminal_count(db_dsn) == BULK_TASKS + DOCUMENT_TASKS,
                        timeout=30, interval=0.1, message=f"worker {victim} to claim work")
             workers[victim].signal(signal.SIGKILL)
             assert workers[victim].wait(timeout=10) == -signal.SIGKILL
@@ -76,7 +85,7 @@ def test_e2e_worker_chaos_sigkill_loses_nothing_and_applies_each_result_once(db_
                    message="every task to end")
         assert kills >= 3
         for worker in workers:
-            wait_until(lambda: any(e["event"] == "started" for e in worker.events()), timeout=30,
+            wait_until(lambda worker=worker: any(e["event"] == "started" for e in worker.events()), timeout=30,
                        message="the restarted worker to be up")
             worker.signal(signal.SIGTERM)
         assert [w.wait(timeout=30) for w in workers] == [0, 0, 0]

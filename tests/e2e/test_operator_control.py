@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import expect
@@ -17,7 +17,7 @@ def test_pause_and_resume_through_the_api_and_the_task_says_why_it_waits(app_ser
     server, conn = app_server
     queue.configure_agent(conn, "api-paused")
     task = queue.enqueue(conn, agent="api-paused", document_uri="/x/api-paused.pdf", document_name="waits.pdf")
-    until = (datetime.now(timezone.utc) + timedelta(hours=3)).replace(microsecond=0)
+    until = (datetime.now(UTC) + timedelta(hours=3)).replace(microsecond=0)
     with server.client() as anonymous:
         assert anonymous.post("/api/agents/api-paused/pause", json={}).status_code == 401
     with server.operator() as http:
@@ -82,6 +82,6 @@ def test_an_operator_pauses_and_resumes_an_agent_from_the_dashboard(browser, app
         page.locator(f'[data-testid="agent-resume-{name}"]').click()
         expect(page.locator(f'[data-testid="agent-state-{name}"]')).to_have_text("running")
         expect(page.locator(f'[data-testid="waiting-{task.id}"]')).to_have_text("waiting its turn")
-        assert not queue.get_agent(conn, name).paused(datetime.now(timezone.utc))
+        assert not queue.get_agent(conn, name).paused(datetime.now(UTC))
     finally:
         context.close()

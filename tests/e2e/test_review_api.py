@@ -75,10 +75,10 @@ def test_saves_are_typed_and_a_stale_claim_gets_409_with_nothing_written(app_ser
         assert bad.status_code == 422 and "ISO 4217" in bad.json()["detail"]
         bad_date = http.post(f"/api/review/{rid}/save", json={"claim_token": token, "fields": {"issue_date": "31.02.2024"}})
         assert bad_date.status_code == 422 and "not a date" in bad_date.json()["detail"]
-        total_text = [t for name, t, _ in invoice_lines(3) if name == "total"][0].split(": ")[1]
+        total_text = next(t for name, t, _ in invoice_lines(3) if name == "total").split(": ")[1]
         saved = http.post(f"/api/review/{rid}/save", json={"claim_token": token, "fields": {"total": total_text},
                                                            "reason": "as printed"})
-        expected = [v for name, _, v in invoice_lines(3) if name == "total"][0]
+        expected = next(v for name, _, v in invoice_lines(3) if name == "total")
         assert saved.status_code == 200 and saved.json()["values"]["total"] == expected
         assert saved.json()["extraction"]["fields"]["total"]["value"] == 5.0
         assert [(c["field"], c["old_value"], c["new_value"], c["actor"], c["reason"])

@@ -42,7 +42,7 @@ def wait_ready(page, task_id: int | None = None) -> None:
 
 
 def correct_total(n: int) -> str:
-    return [text for name, text, _ in invoice_lines(n) if name == "total"][0].split(": ")[1]
+    return next(text for name, text, _ in invoice_lines(n) if name == "total").split(": ")[1]
 
 
 def test_a_reviewer_works_through_a_batch_with_the_keyboard_alone(browser, app_server):
@@ -111,7 +111,7 @@ def test_a_reviewer_works_through_a_batch_with_the_keyboard_alone(browser, app_s
     assert sorted(by_number) == [n for n in numbers if n % 5]
     for n, row in by_number.items():
         assert row["approved_by"] == REVIEWER
-        expected_total = [v for name, _, v in invoice_lines(n) if name == "total"][0]
+        expected_total = next(v for name, _, v in invoice_lines(n) if name == "total")
         assert row["fields"]["total"] == expected_total
         assert row["corrected_fields"] == (["total"] if n % 4 == 0 else [])
     assert csv.splitlines()[0].startswith("review_id,task_id,agent,customer,document_name,document_type,approved_by")
@@ -148,7 +148,7 @@ def test_clicking_text_on_the_page_fills_the_selected_field(browser, app_server)
         expect(page.locator('[data-testid="page-image"] rect.quire-box-active')).to_have_attribute("data-field", "total")
         evidence = conn.execute("SELECT result -> 'fields' -> 'total' -> 'evidence' -> 'bbox' AS b, "
                                 "result -> 'page_sizes' -> 0 AS s FROM tasks WHERE id = %s", (task_id,)).fetchone()
-        (x0, y0, x1, y1), (width, _) = evidence["b"], evidence["s"]
+        (_x0, y0, x1, y1), (width, _) = evidence["b"], evidence["s"]
         image = page.locator('[data-testid="page-image"] img')
         box = image.bounding_box()
         scale = box["width"] / width
@@ -162,7 +162,7 @@ def test_clicking_text_on_the_page_fills_the_selected_field(browser, app_server)
         context.close()
     trail = conn.execute("SELECT field, old_value, new_value, actor FROM review_corrections c "
                          "JOIN reviews r ON r.id = c.review_id WHERE r.task_id = %s", (task_id,)).fetchall()
-    expected = [v for name, _, v in invoice_lines(201) if name == "total"][0]
+    expected = next(v for name, _, v in invoice_lines(201) if name == "total")
     assert [(t["field"], t["old_value"], t["new_value"], t["actor"]) for t in trail] == [("total", 2.0, expected, REVIEWER)]
 
 

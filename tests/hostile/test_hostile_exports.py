@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import openpyxl
@@ -15,7 +15,7 @@ HOSTILE = ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(1)", "-2+3"
 
 
 def rows() -> list[dict]:
-    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     return [{"task_id": n + 1, "created_at": moment, "finished_at": moment, "status": "completed",
              "agent": "documents", "customer": text, "document_name": text, "pages": 2, "attempts": 1,
              "input_tokens": 100, "output_tokens": 10, "llm_cost_usd": Decimal("-0.25") if n == 0 else Decimal("1.5"),

@@ -10,9 +10,9 @@ import pytest
 from agents.errors import DocumentError
 from agents.limits import Limits, TooCostly, check_page, check_streams, ocr_dpi
 from app import submitting
+from bench.hostile_pdfs import deflate_bomb, huge_page, page_pdf, text_pdf
 from schema import db, queue
 from schema.settings import Settings
-from bench.hostile_pdfs import deflate_bomb, huge_page, page_pdf, text_pdf
 
 
 def test_the_limits_refuse_a_deflate_bomb_and_a_huge_page_from_the_raw_bytes():

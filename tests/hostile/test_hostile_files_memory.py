@@ -3,8 +3,8 @@ process stays within APP_GROWTH_BOUND of where it was."""
 
 from __future__ import annotations
 
-from tests.hostile.memory import MB, peak, reset_peak
 from bench.hostile_pdfs import deflate_bomb, huge_page, text_pdf
+from tests.hostile.memory import MB, peak, reset_peak
 
 # The app's peak resident memory may grow this much while it checks the bombs below. Before the
 # checks ran in a child, one 100 MB deflate bomb took the app from 442 MB to 1,571 MB.
@@ -12,7 +12,7 @@ APP_GROWTH_BOUND = 100 * MB
 
 
 def test_bombs_are_refused_and_the_app_stays_within_its_memory_bound(app_server):
-    server, conn = app_server
+    server, _conn = app_server
     files = [("files", (name, data, "application/pdf")) for name, data in (
         ("bomb-1.pdf", deflate_bomb(100)), ("bomb-2.pdf", deflate_bomb(150)), ("huge.pdf", huge_page(200)),
         ("fine.pdf", text_pdf()))]

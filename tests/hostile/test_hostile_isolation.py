@@ -6,7 +6,7 @@ the agent's own claim. A healthy agent (and a healthy throttled one) must drain 
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -107,7 +107,7 @@ def test_a_healthy_agent_drains_while_others_are_poisoned_every_way(pool, conn, 
 
         wait_until(drained, timeout=600, interval=0.1, message="the healthy agents to drain")
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     agents = {a.name: a for a in queue.list_agents(conn)}
     # Reports beyond a real run are refused: the tasks fail with the reason, once each.
     for task in poisoned["overflow"]:

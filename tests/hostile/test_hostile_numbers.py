@@ -3,21 +3,19 @@ claiming. Every report here is one an agent holding a valid key could send."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import asyncio
-
 from app import foresight as app_foresight
-from schema import db
-from schema.settings import Settings
-from schema import forecast, positions, queue
+from schema import db, forecast, positions, queue
 from schema.errors import InvalidPayload
 from schema.forecast import FileFacts
+from schema.settings import Settings
 from tests.factories import make_agent
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 EVERY_AGENT = {"slots": {"local": ("local", 50)}}
 
 

@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
+from bench.hostile_pdfs import text_pdf
 from schema import queue
 from tests.e2e.app_harness import TOKEN, start_app
 from tests.hostile.memory import MB, peak, reset_peak
-from bench.hostile_pdfs import text_pdf
 from tests.waiting import wait_until
 
 # The app's peak resident memory may grow this much while it receives 140 MB of documents in one
@@ -36,7 +36,7 @@ def _stored(server) -> list:
 
 
 def test_a_request_of_large_documents_is_received_within_the_memory_bound(app_server):
-    server, conn = app_server
+    server, _conn = app_server
     files = [("files", (f"large-{n}.pdf", text_pdf(f"Large {n}", pad_mb=19.5), "application/pdf")) for n in range(7)]
     with server.operator() as http:
         http.get("/api/tasks")
@@ -95,7 +95,7 @@ def test_past_the_request_limit_413_and_nothing_is_kept(app_server):
 
 
 def test_uploads_at_once_are_limited_and_the_next_one_is_told_to_retry(app_server):
-    server, conn = app_server
+    server, _conn = app_server
     with socket.create_connection(("127.0.0.1", server.port)) as slow:
         # An upload whose body is still arriving holds the only upload slot.
         slow.sendall(_upload_head(server, 30 * MB) + _part_head() + b"0" * 1_000_000)

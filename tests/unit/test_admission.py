@@ -1,10 +1,10 @@
 """Admission decisions as a pure function: limits, budget fit, starvation."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schema.admission import Candidate, Load, admit, fits_budget
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def cands(*estimates, waiting=None, priority=0):

@@ -11,7 +11,6 @@ import yaml
 from agents.cli import build_parser
 from app.deploy import APP_EXTRAS, JOB_EXTRAS, PYPROJECT, REQUIREMENTS, ROOT, extras_dependencies, requirements_text
 
-
 PROJECT = tomllib.loads(PYPROJECT.read_text())["project"]
 BUNDLE = yaml.safe_load((ROOT / "databricks.yml").read_text())
 

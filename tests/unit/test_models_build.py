@@ -3,17 +3,30 @@
 import copy
 import dataclasses
 import pickle
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
-from schema.models import (Agent, Attempt, AttemptStatus, Claim, Task, TaskEvent, TaskStatus, _layout,
-                           agent_from_row, attempt_from_row, claim_from_row, event_from_row, task_from_row,
-                           task_status)
+from schema.models import (
+    Agent,
+    Attempt,
+    AttemptStatus,
+    Claim,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    _layout,
+    agent_from_row,
+    attempt_from_row,
+    claim_from_row,
+    event_from_row,
+    task_from_row,
+    task_status,
+)
 from schema.stats_types import StreamEvent
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def task_row(**changes):

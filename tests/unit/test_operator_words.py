@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -14,7 +14,7 @@ from app.components.kpis import llm_cost_tile
 from app.components.task_table import waiting_text
 from schema.waiting import REASON_WORDS, WaitReason
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def test_every_wait_reason_reads_in_plain_words_with_how_long_where_known():
@@ -55,7 +55,7 @@ def test_the_llm_cost_tile_says_no_llm_was_used_instead_of_zero_dollars():
 
 def test_the_time_to_resume_is_read_in_plain_words():
     assert parse_until("") is None
-    assert parse_until("2999-01-31 18:00") == datetime(2999, 1, 31, 18, 0, tzinfo=timezone.utc)
+    assert parse_until("2999-01-31 18:00") == datetime(2999, 1, 31, 18, 0, tzinfo=UTC)
     with pytest.raises(ValueError, match="Write the time to resume as"):
         parse_until("tomorrow")
     with pytest.raises(ValueError, match="must be in the future"):

@@ -9,8 +9,15 @@ import pytest
 
 from schema import payloads, queue
 from schema.errors import InvalidPayload
-from schema.models import (DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY, TERMINAL_STATUSES, ReportStatus,
-                           TaskStatus, is_priority)
+from schema.models import (
+    DEFAULT_PRIORITY,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    TERMINAL_STATUSES,
+    ReportStatus,
+    TaskStatus,
+    is_priority,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +31,7 @@ def test_a_report_status_is_the_enum_and_nothing_else_is_accepted():
 
 
 def test_the_terminal_set_is_the_task_statuses_that_end():
-    assert TERMINAL_STATUSES == {s for s in TaskStatus if s.terminal}
+    assert {s for s in TaskStatus if s.terminal} == TERMINAL_STATUSES
     assert "completed" in TERMINAL_STATUSES and "enqueued" not in TERMINAL_STATUSES
 
 

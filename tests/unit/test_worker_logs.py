@@ -2,7 +2,7 @@
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from unittest import mock
 
 import pytest
@@ -13,7 +13,7 @@ from worker import logs
 def isoformat(ns: int) -> str:
     """The timestamp datetime.now(timezone.utc) gives at `ns` nanoseconds past the epoch."""
     us = ns // 1000
-    return (datetime.fromtimestamp(us // 1_000_000, timezone.utc).replace(microsecond=us % 1_000_000)
+    return (datetime.fromtimestamp(us // 1_000_000, UTC).replace(microsecond=us % 1_000_000)
             .isoformat(timespec="milliseconds"))
 
 
@@ -27,9 +27,9 @@ def test_timestamps_are_isoformat_to_the_millisecond(ns):
 
 
 def test_a_timestamp_is_now():
-    before = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    before = datetime.now(UTC).isoformat(timespec="milliseconds")
     stamp = logs._timestamp()
-    assert before <= stamp <= datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    assert before <= stamp <= datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def test_a_change_is_one_json_line_in_order_without_none():

@@ -7,9 +7,20 @@ from worker.executors.databricks import DatabricksConfig, DatabricksExecutor
 from worker.executors.local import LocalConfig, LocalExecutor
 from worker.executors.noop import NoopConfig, NoopExecutor
 
-__all__ = ["Executor", "ExecutorError", "Exit", "Handle", "Launch", "build_executors",
-           "LocalConfig", "LocalExecutor", "NoopConfig", "NoopExecutor", "DatabricksConfig",
-           "DatabricksExecutor"]
+__all__ = [
+    "DatabricksConfig",
+    "DatabricksExecutor",
+    "Executor",
+    "ExecutorError",
+    "Exit",
+    "Handle",
+    "Launch",
+    "LocalConfig",
+    "LocalExecutor",
+    "NoopConfig",
+    "NoopExecutor",
+    "build_executors",
+]
 
 
 def build_executors(local: LocalConfig, *, noop: NoopConfig | None = None,

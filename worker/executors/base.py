@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from schema.models import Agent, Task
 
@@ -61,7 +62,10 @@ class Handle:
 OnExit = Callable[[], None]
 
 
-class Executor(ABC):
+H = TypeVar("H", bound=Handle)
+
+
+class Executor(ABC, Generic[H]):
     """Runs attempts somewhere; every method is blocking and safe to call from any thread."""
 
     name: ClassVar[str]
@@ -76,31 +80,31 @@ class Executor(ABC):
     detaches: ClassVar[bool] = False
 
     @abstractmethod
-    def start(self, launch: Launch, on_exit: OnExit) -> Handle:
+    def start(self, launch: Launch, on_exit: OnExit) -> H:
         """Starts the attempt; calls `on_exit` (from any thread) when it ends, if it can tell."""
 
     @abstractmethod
-    def is_alive(self, handle: Handle) -> bool:
+    def is_alive(self, handle: H) -> bool:
         """True while the run may still report."""
 
     @abstractmethod
-    def stop(self, handle: Handle) -> None:
+    def stop(self, handle: H) -> None:
         """Asks the run to end (cancel, supersede)."""
 
     @abstractmethod
-    def kill(self, handle: Handle) -> None:
+    def kill(self, handle: H) -> None:
         """Ends the run now."""
 
-    def written_report(self, handle: Handle) -> dict[str, Any] | None:
+    def written_report(self, handle: H) -> dict[str, Any] | None:
         """The report the run left where the worker can read it (its report file), or None yet."""
         return None
 
-    def wait(self, handle: Handle, timeout: float) -> bool:
+    def wait(self, handle: H, timeout: float) -> bool:
         """Waits up to `timeout` seconds for the run to end where the executor can; True if it did."""
         return not self.is_alive(handle)
 
     @abstractmethod
-    def exit(self, handle: Handle) -> Exit:
+    def exit(self, handle: H) -> Exit:
         """How the run ended; called once, after is_alive turned False."""
 
     def close(self) -> None:

@@ -16,9 +16,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from agents.callback import derive_attempt_secret, sign
@@ -47,7 +47,7 @@ class DatabricksConfig:
     callback_key: str | None = field(default=None, repr=False)
     allow_loopback_callbacks: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_poll_failures < 1:
             raise ValueError("max_poll_failures must be at least 1")
 
@@ -100,7 +100,7 @@ def configured_job_id(settings: Mapping[str, Any] | None,
                       env: Mapping[str, str] = os.environ) -> tuple[int | None, Any]:
     """The job an agent's runs start: its settings.job_id, else QUIRE_AGENT_JOB_ID (the bundle's job,
     given to the app as a resource); (None, what was found) when neither is a positive integer."""
-    raw = (settings or {}).get("job_id") or env.get(JOB_ID_ENV) or None
+    raw: Any = (settings or {}).get("job_id") or env.get(JOB_ID_ENV) or None
     try:
         job_id = int(raw)
     except (TypeError, ValueError):
@@ -149,7 +149,7 @@ def _state_of(run: Any) -> tuple[str | None, str]:
     return life, account
 
 
-class DatabricksExecutor(Executor):
+class DatabricksExecutor(Executor[DatabricksHandle]):
     """Lakeflow job runs: `run_now` with an idempotency token per attempt, polled for heartbeats."""
 
     name = "databricks"
@@ -161,10 +161,10 @@ class DatabricksExecutor(Executor):
                  client_factory: Callable[[], Any] | None = None):
         self.config = config or DatabricksConfig()
         self._client_factory = client_factory
-        self._client = None
+        self._client: Any = None
         self._lock = threading.Lock()
 
-    def client(self):
+    def client(self) -> Any:
         """The workspace client, made on first use from the environment (DATABRICKS_HOST, ...)."""
         with self._lock:
             if self._client is None:

@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 
 class ForkServerGone(Exception):
@@ -46,6 +47,9 @@ class ForkServer:
             [python, "-m", "agents.forkserver"], cwd=cwd, env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True)  # a Ctrl-C meant for the worker is the worker's to handle
+        assert self.process.stdin is not None and self.process.stdout is not None  # both are pipes
+        self._requests: IO[bytes] = self.process.stdin
+        self._messages: IO[bytes] = self.process.stdout
         self._loaded = threading.Event()   # set when ready, or when the server ended first
         self.ready = False
         self._gone = threading.Event()
@@ -73,8 +77,8 @@ class ForkServer:
             if self.gone:
                 raise ForkServerGone("the fork server has ended")
             try:
-                self.process.stdin.write(request.encode())
-                self.process.stdin.flush()
+                self._requests.write(request.encode())
+                self._requests.flush()
                 reply = self._replies.get(timeout=timeout)
             except (OSError, ValueError) as exc:
                 self.close(kill=True)
@@ -90,7 +94,7 @@ class ForkServer:
     def _read(self) -> None:
         """Reads the server's messages until it ends; then watches its runs by their pids."""
         try:
-            for line in self.process.stdout:
+            for line in self._messages:
                 try:
                     message = json.loads(line)
                 except ValueError:
@@ -107,9 +111,9 @@ class ForkServer:
                     self._replies.put(message)
                 elif "exited" in message:
                     with self._children_lock:
-                        child = self._children.pop(int(message["exited"]), None)
-                    if child is not None:
-                        child.ended(int(message["status"]), float(message["cpu"]))
+                        gone: Child | None = self._children.pop(int(message["exited"]), None)
+                    if gone is not None:
+                        gone.ended(int(message["status"]), float(message["cpu"]))
         except (OSError, ValueError):
             pass
         self._gone.set()
@@ -128,7 +132,7 @@ class ForkServer:
         try:
             if kill:
                 self.process.kill()
-            self.process.stdin.close()
+            self._requests.close()
         except OSError:
             pass
 

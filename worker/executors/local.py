@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -13,10 +14,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker import logs
 from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
 from worker.executors.forkserver import Child, ForkServer, ForkServerGone
+
+if TYPE_CHECKING:
+    from schema.models import Agent
 
 # Never handed to an agent process: it reports through its own per-attempt secret only.
 WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPERATOR_TOKEN",
@@ -25,9 +30,9 @@ WITHHELD_ENV = frozenset({"QUIRE_DATABASE_URL", "QUIRE_CALLBACK_KEY", "QUIRE_OPE
 AGENT_ENV = ("QUIRE_LLM_MODEL", "QUIRE_LLM_PRICE_INPUT_PER_MTOK", "QUIRE_LLM_PRICE_OUTPUT_PER_MTOK")
 
 
-def agent_run_settings(agent) -> dict[str, str]:
+def agent_run_settings(agent: Agent) -> dict[str, str]:
     """The agent's configured model and prices as run settings; an unset one is an empty string."""
-    def text(value) -> str:
+    def text(value: object) -> str:
         return "" if value is None else str(value)
     return {"model": text(agent.model), "price_input_per_mtok": text(agent.price_input_per_mtok),
             "price_output_per_mtok": text(agent.price_output_per_mtok)}
@@ -51,7 +56,7 @@ class LocalConfig:
     preload: bool = False
     preload_wait_seconds: float = 30.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.stderr_tail_chars < 0:
             raise ValueError("stderr_tail_chars must not be negative")
         if self.preload_wait_seconds < 0:
@@ -61,14 +66,15 @@ class LocalConfig:
         object.__setattr__(self, "runs_dir", Path(self.runs_dir).resolve())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LocalHandle(Handle):
     """A running agent process and what its reaper thread learned when it ended."""
 
+    pid: int
+    run_dir: Path
+    out_path: Path
     process: subprocess.Popen | None = None
     child: Child | None = None
-    run_dir: Path | None = None
-    out_path: Path | None = None
     started: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
     exit_code: int | None = None
@@ -81,10 +87,10 @@ def _project_root() -> str | None:
     spec = importlib.util.find_spec("agents")
     if spec is None or not spec.submodule_search_locations:
         return None
-    return str(Path(list(spec.submodule_search_locations)[0]).resolve().parent)
+    return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(Executor[LocalHandle]):
     """Agent processes on this machine: pid, wall and CPU time recorded; cancel kills the group."""
 
     name = "local"
@@ -158,7 +164,10 @@ class LocalExecutor(Executor):
                 process = subprocess.Popen(
                     argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                     start_new_session=True)  # its own process group: a kill takes its children too
-        handle = LocalHandle(attempt_id=launch.attempt_id, pid=child.pid if child else process.pid,
+            pid = process.pid
+        else:
+            pid = child.pid
+        handle = LocalHandle(attempt_id=launch.attempt_id, pid=pid,
                              process=process, child=child, run_dir=run_dir, out_path=out_path, started=started)
         threading.Thread(target=self._reap, args=(handle, on_exit), daemon=True,
                          name=f"quire-attempt-{launch.attempt_id}").start()
@@ -230,10 +239,8 @@ class LocalExecutor(Executor):
         """Signals the run's process group, unless it already ended."""
         if handle.done.is_set():
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(handle.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, handle: LocalHandle) -> None:
         self._signal(handle, signal.SIGTERM)

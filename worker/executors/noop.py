@@ -18,7 +18,7 @@ class NoopConfig:
 
     http_timeout_seconds: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.http_timeout_seconds <= 0:
             raise ValueError("http_timeout_seconds must be positive")
 
@@ -48,7 +48,7 @@ _ENDED = threading.Event()
 _ENDED.set()
 
 
-class NoopExecutor(Executor):
+class NoopExecutor(Executor[NoopHandle]):
     """No work at all: a signed POST to the callback URL, or a report the worker applies itself.
 
     An agent's settings may hold `delay_seconds` so that benchmarks and tests keep work in flight.
@@ -94,6 +94,7 @@ class NoopExecutor(Executor):
 
         from agents.callback import sign
 
+        assert launch.callback_url  # posted only when there is one
         body = json.dumps(report).encode()
         try:
             response = httpx.post(launch.callback_url, content=body,

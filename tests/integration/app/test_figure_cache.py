@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from app.figure_cache import FigureCache
 from schema import db, figures, rollups, stats, stats_types
@@ -41,7 +41,7 @@ def test_advanced_figures_equal_a_fresh_read_after_a_random_mix(db_dsn, conn):
     make_agent(conn, "alpha")
     make_agent(conn, "beta")
     rng = random.Random(20261201)
-    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=90)
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=90)
     mix = Mix(conn, rng, start)
     for _ in range(80):
         mix.step()
@@ -153,7 +153,7 @@ def test_the_total_is_an_estimate_said_to_be_one_only_where_exact_would_be_slow(
 
 def test_an_action_shows_in_the_next_ask_without_reading_the_figures_again(db_dsn, conn):
     make_agent(conn, "alpha")
-    start = datetime.now(timezone.utc) - timedelta(days=30)
+    start = datetime.now(UTC) - timedelta(days=30)
     for day in range(3):
         make_task(conn, "alpha", now=start + timedelta(days=day))
     rollups.rollup_fold(conn)
@@ -179,7 +179,7 @@ def test_an_action_shows_in_the_next_ask_without_reading_the_figures_again(db_ds
 
 def test_pages_read_as_of_the_last_fold_and_api_clients_share_one_exact_read(db_dsn, conn):
     make_agent(conn, "alpha")
-    start = datetime.now(timezone.utc) - timedelta(days=30)  # a chart of days: figures advanced by the log
+    start = datetime.now(UTC) - timedelta(days=30)  # a chart of days: figures advanced by the log
     make_task(conn, "alpha", now=start)
     rollups.rollup_fold(conn)
     pool = db.make_pool(db_dsn, min_size=1, max_size=2)

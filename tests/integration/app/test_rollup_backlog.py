@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from app import services
 from app.figure_cache import FigureCache
@@ -71,7 +71,7 @@ def test_figures_folded_in_bounded_steps_equal_a_full_recount_under_every_filter
     make_agent(conn, "alpha")
     make_agent(conn, "beta")
     rng = random.Random(20261202)
-    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=100)
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=100)
     mix = Mix(conn, rng, start)
     pool = db.make_pool(db_dsn, min_size=1, max_size=2)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -103,7 +103,7 @@ def assert_rollups_exact(conn, flt: TaskFilter) -> None:
         by_agent[r["agent"]] = by_agent.get(r["agent"], 0) + r["tasks"]
     assert sum(by_agent.values()) == summary.total
     for bucket in (timedelta(hours=1), timedelta(days=1), timedelta(days=7), timedelta(minutes=15)):
-        origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
+        origin = datetime(2000, 1, 1, tzinfo=UTC)
         got = {(r["series"], r["bucket"]): r["n"] for r in
                rollups.throughput(conn, flt.params(), bucket=bucket, origin=origin,
                                   start=rollups.first_created(conn, flt.params()))}
@@ -191,7 +191,7 @@ def test_rollups_equal_a_full_recount_after_a_random_mix(conn):
     make_agent(conn, "alpha")
     make_agent(conn, "beta")
     rng = random.Random(20261130)
-    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=120)
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=120)
     mix = Mix(conn, rng, start)
     checked_pending = checked_folded = 0
     for round_no in range(8):
@@ -218,7 +218,7 @@ def test_folds_racing_writers_stay_exact(db_dsn, connect):
     with connect() as setup:
         make_agent(setup, "alpha")
         make_agent(setup, "beta")
-    start = datetime.now(timezone.utc) - timedelta(days=40)
+    start = datetime.now(UTC) - timedelta(days=40)
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -256,7 +256,7 @@ def test_folds_racing_writers_stay_exact(db_dsn, connect):
 
 
 def test_a_date_range_splits_into_whole_buckets_and_raw_ends():
-    utc = timezone.utc
+    utc = UTC
     pieces = rollups.plan(datetime(2024, 3, 5, 10, 30, tzinfo=utc), datetime(2024, 7, 2, 3, 15, tzinfo=utc),
                           ("m", "d", "h"))
     assert pieces["m"] == [(datetime(2024, 4, 1, tzinfo=utc), datetime(2024, 7, 1, tzinfo=utc))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schema import queue, stats, stats_types
 from schema.stats_types import TaskFilter
@@ -38,7 +38,7 @@ def test_summary_counts_spend_and_quality_per_filter(conn):
     beta = stats.stats_summary_filtered(conn, TaskFilter(agents=("beta",)))
     assert beta.total == 3 and beta.input_tokens == 0 and beta.median_latency_s is None
     assert stats.stats_summary_filtered(conn, TaskFilter(customers=("acme",), statuses=("enqueued",))).total == 0
-    future = datetime.now(timezone.utc) + timedelta(days=1)
+    future = datetime.now(UTC) + timedelta(days=1)
     assert stats.stats_summary_filtered(conn, TaskFilter(date_from=future)).total == 0
     assert stats.stats_summary_filtered(conn, TaskFilter(date_to=future)).total == 6
 
@@ -112,7 +112,7 @@ def test_event_log_reads_for_replay_and_metrics(conn):
 
 
 def test_buckets_grow_with_the_span():
-    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
     assert stats_types.bucket_for_span(start, start + timedelta(minutes=5)) == timedelta(seconds=10)
     assert stats_types.bucket_for_span(start, start + timedelta(minutes=45)) == timedelta(minutes=1)
     assert stats_types.bucket_for_span(start, start + timedelta(hours=10)) == timedelta(minutes=15)

@@ -1,14 +1,13 @@
 """Learned tokens per page feed new reservations; rate limits back an agent off (AIMD) and it recovers."""
 
-import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
 from schema import queue
 from tests.factories import make_agent
 
-T0 = datetime(2031, 6, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2031, 6, 1, 9, 0, tzinfo=UTC)
 
 
 def report(tokens: int, pages: int, **more) -> dict:
@@ -53,7 +52,7 @@ def test_reservations_use_tokens_per_page_learned_from_settled_attempts(conn):
 
 def test_rate_limits_back_off_once_per_round_and_recover_additively(conn, db_dsn):
     make_agent(conn, max_tpm=40_000, max_concurrent_tasks=8)
-    for n in range(10):  # 30,000 tokens reached the endpoint in the minute before the first 429
+    for _ in range(10):  # 30,000 tokens reached the endpoint in the minute before the first 429
         run_one(conn, pages=1, tokens=3000, now=T0 - timedelta(seconds=30))
     with psycopg.connect(db_dsn, autocommit=True) as listener:
         listener.execute("LISTEN quire_agents")
@@ -69,7 +68,7 @@ def test_rate_limits_back_off_once_per_round_and_recover_additively(conn, db_dsn
     queue.enqueue(conn, agent="docs", document_uri="/d/wait.pdf", pages=1, now=T0)
     assert queue.claim(conn, agent="docs", worker_id="w", now=T0 + timedelta(seconds=3)) == []
     [late] = queue.claim(conn, agent="docs", worker_id="w", now=T0 + timedelta(seconds=40))
-    for n in range(4):  # 12,000 more tokens in the minute
+    for _ in range(4):  # 12,000 more tokens in the minute
         run_one(conn, pages=1, tokens=3000, now=T0 + timedelta(seconds=40))
     # A 429 of an attempt admitted after the cut cuts again (the first cut's round is over), from
     # the 14,000 tokens sent in the last minute.

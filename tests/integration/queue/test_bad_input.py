@@ -3,8 +3,14 @@
 import pytest
 
 from schema import customers, forecast, queue, settlement
-from schema.errors import (InvalidArgument, InvalidPayload, TransactionInProgress, UnknownAgent,
-                           UnknownAttempt, UnknownTask)
+from schema.errors import (
+    InvalidArgument,
+    InvalidPayload,
+    TransactionInProgress,
+    UnknownAgent,
+    UnknownAttempt,
+    UnknownTask,
+)
 from tests.factories import make_agent, make_task
 
 TABLES = ("tasks", "task_attempts", "task_events", "agents")

@@ -6,8 +6,8 @@ import psycopg
 import pytest
 
 from schema import queue, settlement
-from schema.queue import enqueueing
 from schema.errors import InvalidArgument, UnknownAgent, UnknownTask
+from schema.queue import enqueueing
 from tests.factories import make_agent, make_task
 
 DONE = {"status": "completed", "result": {"ok": True}, "confidence": 0.9, "pages": 2,

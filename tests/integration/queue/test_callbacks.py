@@ -140,7 +140,7 @@ def test_non_retryable_failure_fails_at_once(conn):
 
 def test_completion_from_an_attempt_that_reported_failure_before_makes_it_the_completed_one(conn):
     make_agent(conn)
-    task, old, new = _lost_then_reclaimed(conn)
+    task, old, _new = _lost_then_reclaimed(conn)
     assert queue.apply_callback(conn, old.attempt_id, failed()).kind is CallbackKind.RECORDED
     outcome = queue.apply_callback(conn, old.attempt_id, completed())
     assert outcome.applied

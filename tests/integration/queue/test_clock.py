@@ -1,11 +1,11 @@
 """Every transition takes its time as a parameter: cancel, retry, hand back and agent updates."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schema import queue, stats
 from tests.factories import make_agent, make_task
 
-T0 = datetime(2031, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2031, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def test_operator_actions_and_hand_back_use_the_given_clock(conn):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schema import queue
 from tests.factories import make_agent, make_task
@@ -11,7 +11,7 @@ from tests.factories import make_agent, make_task
 def test_hand_back_requeues_at_the_given_time_without_spending_an_attempt(conn):
     make_agent(conn)
     task = make_task(conn)
-    t0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
     [claim] = queue.claim(conn, agent="docs", worker_id="w", now=t0)
     assert queue.hand_back(conn, claim.attempt_id, now=t0 + timedelta(seconds=5)) is True
     back = queue.get_task(conn, task.id)

@@ -126,7 +126,7 @@ def test_the_response_time_median_leaves_out_time_held_by_an_operator(conn):
     # Held nine minutes, then each ran six seconds.
     released = created + timedelta(minutes=9)
     assert forecast.batch_release(conn, batch, actor="op", now=released) == 3
-    for task in tasks:
+    for _ in tasks:
         (claim,) = queue.claim(conn, agent="docs", worker_id="w", now=released)
         queue.apply_callback(conn, claim.attempt_id, {"status": "completed", "result": {"ok": True},
                                                       "confidence": 0.9}, now=released + timedelta(seconds=6))

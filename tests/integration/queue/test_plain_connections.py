@@ -7,7 +7,6 @@ exactly when racing claimers all use plain connections.
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import psycopg
 import pytest

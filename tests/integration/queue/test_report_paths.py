@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
 from schema import db, queue, settlement
 from tests.factories import make_agent, make_task
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 USAGE = {"input_tokens": 1800, "output_tokens": 240, "llm_cost_usd": 0.0123, "compute_cost_usd": 0.004,
          "run_id": "run-7", "trace_id": "tr-7", "pages": 3}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,7 +15,7 @@ from schema.stats_types import TaskFilter
 from tests.factories import make_agent
 from tests.review_fixtures import invoice_lines, make_reviewable
 
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
 def _percentile(values: list[float], share: float) -> float | None:
@@ -49,7 +49,7 @@ def recount(conn, flt: TaskFilter) -> dict:
     status = Counter(r["status"] for r in chosen)
     durations = [(r["decided_at"] - r["claimed_at"]).total_seconds() for r in chosen
                  if r["status"] in ("approved", "rejected")]
-    per_day = Counter(r["decided_at"].astimezone(timezone.utc).date() for r in chosen if r["status"] == "approved")
+    per_day = Counter(r["decided_at"].astimezone(UTC).date() for r in chosen if r["status"] == "approved")
     rates: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     accuracy: dict[tuple, list] = defaultdict(lambda: [set(), 0, 0])
     for r in chosen:
@@ -136,7 +136,7 @@ def test_figures_equal_a_recount_from_the_trail_under_every_filter(mixed):
     conn = mixed
     for flt in FILTERS:
         expected = recount(conn, flt)
-        got = review.figures(conn, flt, now=datetime(2000, 1, 1, tzinfo=timezone.utc))
+        got = review.figures(conn, flt, now=datetime(2000, 1, 1, tzinfo=UTC))
         where = repr(flt.params())
         assert (got.open, got.approved, got.rejected) == (expected["open"], expected["approved"],
                                                           expected["rejected"]), where

@@ -120,7 +120,7 @@ def test_corrections_are_a_trail_and_the_approved_values_apply_them(conn):
         ("total", 9.99, 1198.33, "ann@example.com")]
     assert done.corrections[0].reason == "read from the page"
     assert done.values["total"] == 1198.33 and done.fields["total"]["value"] == 9.99  # both stay readable
-    with pytest.raises(StaleReview, match="already approved by ann@example.com"):
+    with pytest.raises(StaleReview, match=r"already approved by ann@example\.com"):
         review.save(conn, claim.review_id, claim.claim_token, "ann@example.com", {"total": 1.0})
 
 

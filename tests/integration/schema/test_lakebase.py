@@ -1,6 +1,8 @@
 """Lakebase OAuth: tokens minted through the real SDK client from a local fake of the REST API,
 cached, refreshed, and used as the password of every new connection."""
 
+from typing import ClassVar
+
 import pytest
 from databricks.sdk import WorkspaceClient
 
@@ -12,7 +14,7 @@ from schema.lakebase import LakebaseCredentials, dsn_from_environment
 class FakeDatabricks:
     """The credentials and instances endpoints of the REST API; records every request."""
 
-    requests: list = []
+    requests: ClassVar[list] = []
     expiry = "2099-01-01T00:00:00Z"
 
     @classmethod
@@ -44,7 +46,7 @@ def test_tokens_are_minted_once_and_cached_until_near_expiry(fake_workspace):
     creds = LakebaseCredentials("quire-db", workspace_client=fake_workspace, user="app-sp")
     assert creds() == {"user": "app-sp", "password": "tok-1"}
     assert creds()["password"] == "tok-1"
-    path, body, auth = FakeDatabricks.requests[0]
+    _path, body, auth = FakeDatabricks.requests[0]
     assert body["instance_names"] == ["quire-db"] and body["request_id"]
     assert auth == "Bearer pat-for-tests"
     FakeDatabricks.expiry = "2000-01-01T00:00:00Z"  # the next token is already stale
@@ -82,5 +84,5 @@ def test_the_instance_is_found_by_the_host_the_app_resource_gives(fake_workspace
     assert creds()["password"] == "tok-3"  # two list pages, then the credential
     assert FakeDatabricks.requests[-1][1]["instance_names"] == ["quire-dev"]
     unknown = LakebaseCredentials(host="other.database.example", workspace_client=fake_workspace, user="sp")
-    with pytest.raises(RuntimeError, match="other.database.example"):
+    with pytest.raises(RuntimeError, match=r"other\.database\.example"):
         unknown()

@@ -124,9 +124,8 @@ def test_a_use_that_overlaps_another_gets_a_connection_of_the_pool(db_dsn):
 def test_a_held_connection_left_broken_or_in_a_transaction_is_given_back(db_dsn):
     with _pool(db_dsn, min_size=1, max_size=4) as pool:
         held = db.HeldConnection(pool, timeout=10)
-        with pytest.raises(psycopg.errors.DivisionByZero):
-            with held.connection() as conn:
-                conn.execute("SELECT 1 / 0")
+        with pytest.raises(psycopg.errors.DivisionByZero), held.connection() as conn:
+            conn.execute("SELECT 1 / 0")
         with held.connection() as conn:
             conn.execute("BEGIN")
             open_pid = conn.info.backend_pid

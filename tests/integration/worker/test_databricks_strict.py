@@ -15,7 +15,15 @@ from tests.factories import make_agent, make_task
 from tests.integration.worker.fake_apps_proxy import FakeAppsProxy
 from tests.integration.worker.fake_databricks import PAT
 from tests.integration.worker.test_worker_databricks_agent import (  # noqa: F401 (fixtures)
-    AGENT_SP, DOCUMENT, EXPERIMENT, RUNTIME_TOKEN, VOLUME, fake, proxy, run_to_the_end, worker,
+    AGENT_SP,
+    DOCUMENT,
+    EXPERIMENT,
+    RUNTIME_TOKEN,
+    VOLUME,
+    fake,
+    proxy,
+    run_to_the_end,
+    worker,
 )
 from tests.worker_helpers import serve_in_thread, wait_until
 
@@ -139,7 +147,7 @@ def test_the_llm_agent_calls_the_workspace_endpoint_and_its_trace_is_recorded(co
 
 def test_without_can_query_the_llm_agent_fails_with_the_endpoints_refusal(conn, worker, fake, proxy):
     fake.workspace.endpoint_users.clear()
-    done, job_run = run_llm_agent(conn, worker, fake)
+    done, _job_run = run_llm_agent(conn, worker, fake)
     assert done.status.value == "failed" and "CAN_QUERY" in done.error
 
 

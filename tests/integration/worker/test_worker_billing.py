@@ -5,7 +5,7 @@ price, usage in other units, and a missing grant."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -67,7 +67,7 @@ def figures(conn, attempt_id: int):
 def test_billing_counts_this_workspaces_dbus_at_the_effective_price_with_corrections(conn, pool, fake):
     a1, a2, a3, a4 = ended_job_runs(conn, 4)
     wh = fake.workspace.warehouse
-    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     hour_ago, long_ago = now - timedelta(hours=1), now - timedelta(days=30)
     # The list price changed an hour ago: 0.50 before, 0.40 since, with a promotion at 0.30.
     wh.add_price(SKU, 0.50, start=long_ago - timedelta(days=1), end=hour_ago)
@@ -97,7 +97,7 @@ def test_billing_counts_this_workspaces_dbus_at_the_effective_price_with_correct
     assert figures(conn, a2) == ("billed", 8.0, pytest.approx(8 * 0.30), False)
     assert figures(conn, a3) == ("billed", 3.0, None, True)
     assert figures(conn, a4) == ("pending", None, None, False)
-    [(text, params)] = wh.texts
+    [(_text, params)] = wh.texts
     assert params["workspace_id"] == WORKSPACE and params["run_ids"] == "5001,5002,5003,5004"
     # Usage is read from the day before the oldest run started on, never all history.
     assert (now - timedelta(days=2)).date().isoformat() <= params["since"] < now.date().isoformat()
@@ -132,7 +132,7 @@ def test_billing_counts_this_workspaces_dbus_at_the_effective_price_with_correct
 def test_a_refused_billing_query_changes_nothing_and_is_retried_next_round(conn, pool, fake):
     [attempt_id] = ended_job_runs(conn, 1)
     wh = fake.workspace.warehouse
-    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     wh.add_price(SKU, 0.40, start=now - timedelta(days=2))
     wh.add_usage("5001", 5.0, workspace_id=WORKSPACE, start=now - timedelta(minutes=30))
     wh.denied = "system.billing.usage"  # SELECT not granted yet
@@ -172,7 +172,7 @@ def test_a_run_still_going_is_billed_as_it_goes_and_is_final_only_once_it_ended(
     queue.record_executor_info(conn, claim.attempt_id, job_run_id="6001", executor="databricks")
     assert figures(conn, claim.attempt_id)[0] == "pending"
     wh = fake.workspace.warehouse
-    now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     wh.add_price(SKU, 0.40, start=now - timedelta(days=2))
     wh.add_usage("6001", 2.0, workspace_id=WORKSPACE, start=now - timedelta(minutes=30))
     eager = reconciler(pool, final_seconds=0, unbilled_seconds=0)

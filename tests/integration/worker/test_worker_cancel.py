@@ -121,7 +121,7 @@ trap 'kill $child; printf "%s" "$report" > "$out.partial"; mv "$out.partial" "$o
 wait""")
     table, claimer, heartbeats = services(pool, tmp_path, python=reporting, rate=3.6)
     claimer.run_once()
-    [run] = table.snapshot()
+    [_run] = table.snapshot()
     queue.cancel(conn, task.id, actor="operator@example.com")
     events = [StreamEvent.from_notify({"e": 1, "id": task.id, "a": "docs", "s": "cancelled", "p": "processing"})]
     assert table.note_cancelled(events)

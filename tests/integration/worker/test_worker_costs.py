@@ -27,14 +27,16 @@ def make_trace(uri: str, *, input_tokens: int, output_tokens: int, cost: float |
 
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("quire")
-    with mlflow.start_span(name="agent", span_type="AGENT") as root:
-        with mlflow.start_span(name="model", span_type="CHAT_MODEL") as call:
-            call.set_attribute("mlflow.chat.tokenUsage", {"input_tokens": input_tokens,
-                                                          "output_tokens": output_tokens,
-                                                          "total_tokens": input_tokens + output_tokens})
-            if cost is not None:
-                call.set_attribute("mlflow.llm.cost", {"input_cost": cost / 2, "output_cost": cost / 2,
-                                                       "total_cost": cost})
+    with (
+        mlflow.start_span(name="agent", span_type="AGENT") as root,
+        mlflow.start_span(name="model", span_type="CHAT_MODEL") as call,
+    ):
+        call.set_attribute("mlflow.chat.tokenUsage", {"input_tokens": input_tokens,
+                                                      "output_tokens": output_tokens,
+                                                      "total_tokens": input_tokens + output_tokens})
+        if cost is not None:
+            call.set_attribute("mlflow.llm.cost", {"input_cost": cost / 2, "output_cost": cost / 2,
+                                                   "total_cost": cost})
     mlflow.flush_trace_async_logging()
     return root.trace_id
 

@@ -66,7 +66,7 @@ def worker(db_dsn, tmp_path, callbacks):
 def start_one(conn, worker, fake):
     make_agent(conn, "remote", executor="databricks", lease_seconds=3, settings={"job_id": 42})
     task = make_task(conn, "remote", document_uri="/Volumes/main/quire/files/invoice.pdf")
-    table, claimer, heartbeats = worker
+    table, claimer, _heartbeats = worker
     assert claimer.run_once() == 1
     [run] = table.snapshot()
     return task, run, fake.jobs.runs[run.handle.run_id]
@@ -83,7 +83,7 @@ def secrets_never_sent(fake, conn, attempt_id: int) -> None:
 
 def test_worker_databricks_run_is_triggered_watched_and_reports_by_callback(conn, worker, fake):
     task, run, job_run = start_one(conn, worker, fake)
-    table, claimer, heartbeats = worker
+    table, _claimer, heartbeats = worker
     attempt = queue.get_attempt(conn, run.attempt_id)
     assert (attempt.executor, attempt.job_run_id) == ("databricks", str(job_run.run_id))
     assert job_run.job_id == 42
@@ -153,7 +153,7 @@ def test_worker_databricks_run_is_cancelled_with_its_task(conn, worker, fake):
 
 
 def test_worker_databricks_run_is_cancelled_when_the_cancel_event_arrives(conn, worker, fake):
-    task, run, job_run = start_one(conn, worker, fake)
+    task, _run, job_run = start_one(conn, worker, fake)
     table, _, heartbeats = worker
     fake.jobs.set_state(job_run.run_id, "RUNNING")
     queue.cancel(conn, task.id, actor="operator@example.com")

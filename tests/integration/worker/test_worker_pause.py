@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schema import queue
 from tests.factories import make_agent, make_task
@@ -14,7 +14,7 @@ def test_the_claimer_skips_a_paused_agent_and_wakes_when_its_pause_ends(pool, co
     make_agent(conn, "capped", executor="noop", max_concurrent_tasks=2)
     for agent in ("bench", "capped"):
         make_task(conn, agent)
-    until = datetime.now(timezone.utc) + timedelta(seconds=40)
+    until = datetime.now(UTC) + timedelta(seconds=40)
     queue.pause_agent(conn, "bench", actor="op", until=until, reason="quota")
     queue.pause_agent(conn, "capped", actor="op", reason="maintenance")
     table, claimer, _ = services(pool, tmp_path)

@@ -3,6 +3,8 @@ never a loopback address."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
 from schema.models import Agent
@@ -50,9 +52,9 @@ def test_loopback_or_missing_urls_are_refused(url):
 
 
 def test_the_jobs_executor_refuses_to_send_a_loopback_url(fake):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     agent = Agent(name="remote", max_concurrent_tasks=None, max_tpm=None, lease_seconds=60, starvation_seconds=0,
                   executor="databricks", model=None, price_input_per_mtok=None, price_output_per_mtok=None,
                   settings={"job_id": 42}, created_at=now, updated_at=now)

@@ -54,7 +54,7 @@ def worker(pool, tmp_path, name: str):
 def start_run(conn, pool, tmp_path, fake, *, max_attempts: int = 3):
     make_agent(conn, "remote", executor="databricks", lease_seconds=1, settings={"job_id": 42})
     task = make_task(conn, "remote", document_uri=DOCUMENT, max_attempts=max_attempts)
-    table, claimer, executor = worker(pool, tmp_path, "w-old")
+    table, claimer, _executor = worker(pool, tmp_path, "w-old")
     assert claimer.run_once() == 1
     [run] = table.snapshot()
     fake.jobs.set_state(run.handle.run_id, "RUNNING")

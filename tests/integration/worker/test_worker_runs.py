@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from schema import queue
+from schema.stats_types import StreamEvent
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until
 from tests.worker_helpers import group_exists, make_invoice_pdf, settle_all
-from schema.stats_types import StreamEvent
 from worker.claim_config import ClaimerConfig
 from worker.claimer import Claimer, wants_claim
 from worker.executors import LocalConfig, build_executors

@@ -7,7 +7,7 @@ import hmac
 import json
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from bench.fake_http import FakeHttpServer, Request
 

@@ -303,7 +303,7 @@ def corrupt_pdf() -> bytes:
 
 def text_as_pdf() -> bytes:
     """A plain text file someone renamed to .pdf."""
-    return "Invoice 42\nTotal: 100.00 EUR\nThis is not really a PDF.\n".encode()
+    return b"Invoice 42\nTotal: 100.00 EUR\nThis is not really a PDF.\n"
 
 
 def write(directory: Path, name: str, data: bytes) -> Path:

@@ -8,8 +8,14 @@ import socket
 import pytest
 
 from agents.callback import (
-    CallbackClient, CallbackFailed, CallbackRejected, Heartbeat, derive_attempt_secret, encode,
-    resolve_secret, sign,
+    CallbackClient,
+    CallbackFailed,
+    CallbackRejected,
+    Heartbeat,
+    derive_attempt_secret,
+    encode,
+    resolve_secret,
+    sign,
 )
 from agents.errors import ConfigurationError
 from tests.unit.agents.agents_fakes import CallbackServer

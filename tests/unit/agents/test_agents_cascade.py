@@ -6,8 +6,8 @@ import pytest
 
 from agents.cascade import CascadeExtractor, full_llm_tokens, review_threshold
 from agents.classify import classify
-from agents.confidence import REVIEW_THRESHOLD, calibrate
 from agents.cli import apply_run_settings, build_parser
+from agents.confidence import REVIEW_THRESHOLD, calibrate
 from agents.fields import FIELD_SPECS, Usage
 from agents.layout import DocView
 from agents.offline import offline_fields
@@ -76,7 +76,7 @@ def test_the_model_is_asked_only_for_the_doubtful_fields(llm) -> None:
 
 
 def test_nothing_doubtful_means_no_model_call(llm) -> None:
-    doc, rules = _invoice()
+    doc, _rules = _invoice()
     with FakeChatServer([(200, completion("{}"))]) as server:
         llm(server)
         usage = Usage()
@@ -89,7 +89,7 @@ def test_nothing_doubtful_means_no_model_call(llm) -> None:
 
 
 def test_a_core_field_below_the_threshold_needs_review_when_the_model_is_not_asked() -> None:
-    doc, rules = _invoice()
+    doc, _rules = _invoice()
     extraction = CascadeExtractor(use_llm=False, threshold=0.999).extract(doc, classify(doc.text), Usage(),
                                                                           Tracer())
     assert extraction.needs_review is True

@@ -62,7 +62,7 @@ def test_a_scan_of_a_real_layout_yields_its_total_and_date():
 def test_without_tesseract_a_scan_is_refused_with_a_clear_reason(monkeypatch):
     monkeypatch.setenv("QUIRE_TESSERACT_CMD", "/nonexistent/tesseract")
     scanned = scan_pdf(samples.invoice_en()[0], dpi=72, angle=0.0)
-    with pytest.raises(DocumentError, match="scanned image without text.*OCR is not installed"):
+    with pytest.raises(DocumentError, match=r"scanned image without text.*OCR is not installed"):
         parse_pdf(scanned, "scan.pdf")
     # A text PDF needs no OCR and is read as before.
     assert parse_pdf(samples.invoice_en()[0], "text.pdf").ocr_pages == []

@@ -1,5 +1,7 @@
 """Token estimate and chunking of pages to the context budget."""
 
+import itertools
+
 from agents.layout import Page, lines_from_text
 from agents.prompt import build_messages, chunk_pages, estimate_tokens, system_prompt
 
@@ -39,7 +41,7 @@ def test_long_documents_are_split_under_the_budget_in_page_order() -> None:
     assert len(chunks) > 1
     assert all(estimate_tokens(c.text) <= 700 for c in chunks)
     assert chunks[0].first_page == 1 and chunks[-1].last_page == 10
-    assert all(a.last_page <= b.first_page for a, b in zip(chunks, chunks[1:]))
+    assert all(a.last_page <= b.first_page for a, b in itertools.pairwise(chunks))
     joined = "".join(c.text for c in chunks)
     assert all(f"Clause {n}." in joined for n in range(1, 11))
 

@@ -19,7 +19,10 @@ from bench.corpus_contract import build_contract, render_contract
 from bench.corpus_contract_text import GOVERNING_LAW
 from bench.corpus_invoice import LAYOUTS, build_invoice
 from bench.corpus_locale import (
-    NUMBER_WORDS, SYMBOLS, all_date_renderings, all_number_renderings,
+    NUMBER_WORDS,
+    SYMBOLS,
+    all_date_renderings,
+    all_number_renderings,
 )
 from bench.extraction_scoring import FIELDS_BY_TYPE
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from bench.extraction_scoring import (
-    line_items_score, normalize_text, parties_score, predicted_value, score_document,
+    line_items_score,
+    normalize_text,
+    parties_score,
+    predicted_value,
+    score_document,
     score_field,
 )
 

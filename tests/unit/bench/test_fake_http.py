@@ -44,14 +44,14 @@ def _files(request):
 
 
 def test_keeps_connections_alive_names_the_length_of_a_head_and_refuses_other_methods():
-    with FakeHttpServer(_files, keep_alive=True, methods=("GET", "HEAD", "PUT")) as server:
-        with httpx.Client(base_url=server.url, timeout=10) as client:
-            head = client.head("/f")
-            assert head.status_code == 200 and head.headers["content-length"] == "5" and head.content == b""
-            assert client.get("/f").content == b"12345"
-            assert client.put("/f", content=b"x").status_code == 204
-            assert client.get("/f").http_version == "HTTP/1.1"
-            refused = client.post("/f", json={})
-            assert refused.status_code == 501 and "POST" in refused.text
+    with (FakeHttpServer(_files, keep_alive=True, methods=("GET", "HEAD", "PUT")) as server,
+          httpx.Client(base_url=server.url, timeout=10) as client):
+        head = client.head("/f")
+        assert head.status_code == 200 and head.headers["content-length"] == "5" and head.content == b""
+        assert client.get("/f").content == b"12345"
+        assert client.put("/f", content=b"x").status_code == 204
+        assert client.get("/f").http_version == "HTTP/1.1"
+        refused = client.post("/f", json={})
+        assert refused.status_code == 501 and "POST" in refused.text
     with FakeHttpServer(_files) as server:
         assert httpx.head(f"{server.url}/f", timeout=10).status_code == 501  # HEAD only where asked for
