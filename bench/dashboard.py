@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from datetime import date, datetime, timedelta, timezone
+from typing import Any
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -108,28 +109,41 @@ def _ms(value: float | None) -> str:
     return "    n/a" if value is None else f"{value:8.1f}"
 
 
-def load(dsn: str, n: int) -> dict[str, float]:
-    """Bulk-loads n tasks (about 2n attempts), backfills the rollups, vacuums; seconds per step."""
-    took = {}
+def load(dsn: str, n: int, *, batch: int, triggers: bool) -> dict[str, Any]:
+    """Loads n tasks (about 2n attempts) and vacuums; seconds per step.
+
+    `triggers`: ordinary INSERTs of `batch` rows each with every trigger on (events, notifications,
+    rollup marks), as a user's load would run; the first reads of each filter are timed right after
+    (they answer from what is folded, catching up), then the backlog is folded in the folder's bounded
+    steps. Else the tasks go in with the triggers off and the rollups are built in one fold, as the
+    migrations backfill them."""
+    took: dict[str, Any] = {}
     with db.connect(dsn) as conn:
         for agent in range(AGENTS):
             queue.configure_agent(conn, f"agent-{agent}")
         queue.configure_agent(conn, "drain")
         started = time.perf_counter()
-        conn.execute("ALTER TABLE tasks DISABLE TRIGGER USER")
-        conn.execute("ALTER TABLE task_attempts DISABLE TRIGGER USER")
-        chunk = 200_000
-        for lo in range(1, n + 1, chunk):
-            hi = min(lo + chunk - 1, n)
+        if not triggers:
+            conn.execute("ALTER TABLE tasks DISABLE TRIGGER USER")
+            conn.execute("ALTER TABLE task_attempts DISABLE TRIGGER USER")
+        for lo in range(1, n + 1, batch):
+            hi = min(lo + batch - 1, n)
             conn.execute(LOAD_TASKS, {"lo": lo, "hi": hi, "n": n, "agents": AGENTS, "customers": CUSTOMERS})
             conn.execute(LOAD_ATTEMPTS, {"lo": lo, "hi": hi})
-        conn.execute("ALTER TABLE tasks ENABLE TRIGGER USER")
-        conn.execute("ALTER TABLE task_attempts ENABLE TRIGGER USER")
+            if lo // batch % 20 == 0:
+                print(f"  {hi:,} tasks loaded ({time.perf_counter() - started:.0f} s)", flush=True)
+        if not triggers:
+            conn.execute("ALTER TABLE tasks ENABLE TRIGGER USER")
+            conn.execute("ALTER TABLE task_attempts ENABLE TRIGGER USER")
         took["load"] = time.perf_counter() - started
-        started = time.perf_counter()
-        conn.execute("INSERT INTO rollup_dirty (task_id) SELECT id FROM tasks")
-        rollups.rollup_fold(conn)
-        took["backfill"] = time.perf_counter() - started
+        if triggers:
+            took["first_reads_ms"], took["catching_up"] = first_reads(conn)
+            took.update(fold_steps(conn))
+        else:
+            started = time.perf_counter()
+            conn.execute("INSERT INTO rollup_dirty (task_id) SELECT id FROM tasks")
+            rollups.rollup_fold(conn)
+            took["fold_s"] = time.perf_counter() - started
         started = time.perf_counter()
         conn.execute("VACUUM ANALYZE")
         took["vacuum"] = time.perf_counter() - started
@@ -139,12 +153,47 @@ def load(dsn: str, n: int) -> dict[str, float]:
     return took
 
 
+def first_reads(conn) -> tuple[dict[str, float], dict[str, bool]]:
+    """Each filter's first read (summary, charts, first page and total together), ms, and whether
+    it said it was catching up."""
+    reads, catching_up = {}, {}
+    for name, flt in filters().items():
+        started = time.perf_counter()
+        summary = stats.stats_summary_filtered(conn, flt)
+        stats.stats_charts_filtered(conn, flt)
+        stats.task_list_keyset(conn, flt, limit=25)
+        stats.task_count(conn, flt)
+        reads[name] = (time.perf_counter() - started) * 1000
+        catching_up[name] = summary.catching_up
+    return reads, catching_up
+
+
+def fold_steps(conn) -> dict[str, Any]:
+    """Folds the backlog in the folder's bounded steps (worker/folder.py); seconds, steps, longest."""
+    started, step_times = time.perf_counter(), []
+    while True:
+        step_started = time.perf_counter()
+        folded = rollups.rollup_fold(conn, max_marks=rollups.FOLD_STEP_MARKS)
+        step_times.append(time.perf_counter() - step_started)
+        if folded <= 0 or rollups.rollup_backlog(conn).marks == 0:
+            break
+    return {"fold_s": time.perf_counter() - started, "steps": len(step_times), "longest_step_s": max(step_times)}
+
+
 def filters() -> dict[str, TaskFilter]:
     week_ago = date.today() - timedelta(days=7)
+    def day(d: date) -> datetime:
+        return datetime.combine(d, datetime.min.time(), tzinfo=timezone.utc)
+    today = date.today()
     return {"none": TaskFilter(), "one agent": TaskFilter(agents=("agent-1",)),
             "one customer": TaskFilter(customers=("customer-20",)),
-            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=timezone.utc)),
-            "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True)}
+            "last week": TaskFilter(date_from=day(week_ago)),
+            "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True),
+            "90 days": TaskFilter(date_from=day(today - timedelta(days=120)), date_to=day(today - timedelta(days=30))),
+            "agent+completed+30d": TaskFilter(agents=("agent-2",), statuses=("completed",),
+                                              date_from=day(today - timedelta(days=30))),
+            "customer+failed+year": TaskFilter(customers=("customer-30",), statuses=("failed",),
+                                               date_from=day(today - timedelta(days=365)))}
 
 
 def _old(conn, query: str, flt: TaskFilter) -> list:
@@ -192,25 +241,9 @@ def bulk_then_read(dsn: str, n: int) -> dict:
                                         "CROSS JOIN LATERAL (SELECT g0 - %(top)s AS g) gg"),
                      {"lo": top + 1, "hi": top + n, "top": top, "n": n, "agents": AGENTS, "customers": CUSTOMERS})
         loaded = time.perf_counter() - started
-        out = {"loaded_s": loaded, "first_reads_ms": {}, "catching_up": {}}
-        for name, flt in filters().items():
-            started = time.perf_counter()
-            summary = stats.stats_summary_filtered(conn, flt)
-            stats.stats_charts_filtered(conn, flt)
-            stats.task_list_keyset(conn, flt, limit=25)
-            stats.task_count(conn, flt)
-            out["first_reads_ms"][name] = (time.perf_counter() - started) * 1000
-            out["catching_up"][name] = summary.catching_up
-        started, steps = time.perf_counter(), 0
-        step_times = []
-        while True:
-            step_started = time.perf_counter()
-            folded = rollups.rollup_fold(conn, max_marks=rollups.FOLD_STEP_MARKS)
-            step_times.append(time.perf_counter() - step_started)
-            steps += 1
-            if folded <= 0 or rollups.rollup_backlog(conn).marks == 0:
-                break
-        out.update(fold_s=time.perf_counter() - started, steps=steps, longest_step_s=max(step_times))
+        out = {"loaded_s": loaded}
+        out["first_reads_ms"], out["catching_up"] = first_reads(conn)
+        out.update(fold_steps(conn))
         summary = stats.stats_summary_filtered(conn, TaskFilter())
         out["after"] = (summary.catching_up, summary.total)
     return out
@@ -293,7 +326,7 @@ async def open_dashboards(dsn: str, n_pages: int, stop) -> dict:
     broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
     await broadcaster.start()
     halt = asyncio.Event()
-    flts = list(filters().values())
+    flts = list(filters().values())[:5]  # five filters, two pages each
     pages = [Page(pool, flts[i % len(flts)], broadcaster.subscribe()) for i in range(n_pages)]
     tasks = [asyncio.create_task(page.run(halt)) for page in pages]
     while not stop.is_set():
@@ -382,6 +415,9 @@ def main() -> int:
     parser.add_argument("--drain", type=int, default=None)
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=50_000, help="rows per INSERT of the load")
+    parser.add_argument("--triggers-off", action="store_true",
+                        help="load with the triggers off and build the rollups in one fold (the old set-up)")
     parser.add_argument("--baseline-runs", type=int, default=5)
     parser.add_argument("--bulk", type=int, default=0,
                         help="then load this many more tasks with every trigger on and time the first reads")
@@ -425,10 +461,21 @@ def main() -> int:
               f"{'the loaded database' if args.live_only or args.reuse else f'{n_tasks:,} tasks'}", flush=True)
         if not args.live_only:
             if not args.reuse:
-                took = load(dsn, n_tasks)
-                print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
-                      f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin "
-                      f"rows); VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
+                took = load(dsn, n_tasks, batch=args.batch, triggers=not args.triggers_off)
+                print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts, "
+                      f"{'ordinary INSERTs of ' + format(args.batch, ',') + ' rows with every trigger on' if not args.triggers_off else 'triggers off'})",
+                      flush=True)
+                if "first_reads_ms" in took:
+                    print("  first reads right after the load (summary, charts, first page and total) per filter: "
+                          + ", ".join(f"{name} {ms:.0f} ms{' (catching up)' if took['catching_up'][name] else ''}"
+                                      for name, ms in took["first_reads_ms"].items())
+                          + f"; slowest {max(took['first_reads_ms'].values()):.0f} ms", flush=True)
+                    print(f"  folded in {took['steps']} bounded steps, {took['fold_s']:.0f} s (longest step "
+                          f"{took['longest_step_s']:.1f} s)", flush=True)
+                else:
+                    print(f"  rollups backfilled in one fold, {took['fold_s']:.0f} s", flush=True)
+                print(f"  {took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin rows; VACUUM ANALYZE "
+                      f"{took['vacuum']:.0f} s\n", flush=True)
             print(f"p50 of {args.runs} (baseline: p50 of {args.baseline_runs} of the direct aggregates)", flush=True)
             rows = figures(dsn, args.runs, args.baseline_runs)
             worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)

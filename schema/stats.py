@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -14,7 +14,7 @@ from schema import figures, rollups, waiting
 from schema.models import TaskStatus
 # The figures' types live in stats_types (schema.figures builds on them too); this module's readers
 # take them from here, beside the functions that return them.
-from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
+from schema.stats_types import CHART_ORIGIN, Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
 from schema.stats_types import REVIEW_CONFIDENCE, SPEND_METRICS, STATUSES, cost_rows, needs_review  # noqa: F401
 from schema.sql import fetch_all, fetch_one, q, run_query
 
@@ -185,9 +185,8 @@ def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: dat
                         end: datetime | None, bins: int = 20) -> Charts:
     """Charts aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     bucket = bucket_for_span(start, end)
-    origin = datetime(2000, 1, 1, tzinfo=timezone.utc)
     params = flt.params()
-    throughput = _run(conn, "stats_throughput_series", {**params, "bucket": bucket, "origin": origin})
+    throughput = _run(conn, "stats_throughput_series", {**params, "bucket": bucket, "origin": CHART_ORIGIN})
     latency = _run(conn, "stats_latency_histogram", {**params, "bins": bins})
     latency_bins = []
     for r in latency:
