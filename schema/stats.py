@@ -27,6 +27,8 @@ TASK_SORT_KEYS: dict[str, str] = {
 }
 
 NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
+# Sorts on what the view adds to the task row (summed spend, latency): their pages read the view whole.
+VIEW_SORT_KEYS = ("tokens", "llm_cost_usd", "latency_s")
 
 
 def _composed(name: str, order_by: sql.Composable | None = None) -> sql.Composed:
@@ -101,7 +103,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
         name = ("task_after_id" if sort == "id" else
                 "task_after_cursor_null" if after[0] is None else "task_after_cursor")
         condition = sql.SQL(q(name)).format(sort_value=column, op=op)
-    query = sql.SQL(q("task_list_keyset")).format(
+    query = sql.SQL(q("task_list_keyset" if sort in VIEW_SORT_KEYS else "task_list_keyset_by_task")).format(
         task_filter=sql.SQL(q("task_filter")), after=condition, sort_value=column,
         order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
     rows = run_query(conn, query, params)
