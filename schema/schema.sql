@@ -1511,7 +1511,8 @@ CREATE TABLE public.task_rollup_bins (
     n bigint NOT NULL,
     review boolean DEFAULT false NOT NULL,
     CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'd'::"char", 'm'::"char"])))
-);
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
 
 --
 -- Name: task_rollup_contrib; Type: VIEW; Schema: public; Owner: -
@@ -1591,7 +1592,8 @@ CREATE TABLE public.task_rollups (
     confidence_sum numeric NOT NULL,
     review boolean DEFAULT false NOT NULL,
     CONSTRAINT task_rollups_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'm'::"char", 'w'::"char", 'd'::"char", 'h'::"char"])))
-);
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
 
 --
 -- Name: tasks_id_seq; Type: SEQUENCE; Schema: public; Owner: -
@@ -1823,6 +1825,8 @@ CREATE INDEX task_events_task_idx ON public.task_events USING btree (task_id, id
 
 CREATE UNIQUE INDEX task_rollup_bins_key ON public.task_rollup_bins USING btree (all_customers, grain, bucket, agent, customer, status, review, metric, bin) NULLS NOT DISTINCT;
 
+ALTER TABLE public.task_rollup_bins CLUSTER ON task_rollup_bins_key;
+
 --
 -- Name: task_rollups_customer; Type: INDEX; Schema: public; Owner: -
 --
@@ -1834,6 +1838,8 @@ CREATE INDEX task_rollups_customer ON public.task_rollups USING btree (grain, cu
 --
 
 CREATE UNIQUE INDEX task_rollups_key ON public.task_rollups USING btree (all_customers, grain, bucket, agent, customer, status, review, finished) NULLS NOT DISTINCT;
+
+ALTER TABLE public.task_rollups CLUSTER ON task_rollups_key;
 
 --
 -- Name: task_rollups_status; Type: INDEX; Schema: public; Owner: -
