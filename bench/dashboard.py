@@ -4,19 +4,22 @@
     python bench/dashboard.py --quick    # 20,000 tasks, a drain of 1,000: a smoke run
     QUIRE_DATABASE_URL=postgresql://... python bench/dashboard.py   # another server
 
-Part 1 loads the tasks and attempts in bulk (generate_series, triggers off), builds the rollups the
-way the migration backfills them, runs VACUUM ANALYZE, then times p50 of 5 for the summary, the
-charts and the first table page (with its total) under six filters, as a page opening or an API
-call reads them (schema.stats), and through the direct aggregates they replace (the baseline,
-measured in the same run; --baseline-runs 0 skips it). Each filter's counts and total are checked
-against a recount.
+Part 1 loads the tasks and attempts with ordinary INSERTs of --batch rows (generate_series), every
+trigger on (events, notifications, rollup marks), as a user's load runs; times the first reads of
+each filter right after the load (they answer from what is folded, "catching up"); folds the backlog
+in the folder's bounded steps; runs VACUUM ANALYZE; then times p50 of --runs for the summary, the
+charts and the first table page (with its total) under single and combined filters, as a page
+opening or an API call reads them (schema.stats), and through the direct aggregates they replace
+(--baseline-runs 0 skips them). Each filter's counts and total are checked against a recount.
+--triggers-off loads as before (triggers off, the rollups built in one fold).
 
 Part 2 opens 10 dashboards in one process, as the app holds them: one LISTEN connection (app.live),
 one pool and the shared cache of app.figure_cache, and per page the refresh policy of
 app/pages/dashboard.py over the services it calls (figures at most once a second after events,
-charts at most every five, budgets after completions, the 10-second poll). A worker drains 10,000
-tasks meanwhile; the Postgres time of each side comes from pg_stat_statements per role (the
-embedded server is restarted with it loaded).
+charts at most every five, budgets after completions, the 10-second poll). Meanwhile the real
+`quire worker` (noop executor, --worker-concurrency 16, folding as it does) drains 10,000 tasks
+(--worker-concurrency 0: two engine threads and a fold loop instead); the Postgres time of each side
+comes from pg_stat_statements per role (the embedded server is restarted with it loaded).
 
     --reuse       measure again on the database an earlier run loaded (QUIRE_DATABASE_URL)
 """
@@ -24,29 +27,26 @@ embedded server is restarted with it loaded).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import multiprocessing
 import os
 import statistics
 import sys
-import threading
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
 from psycopg import sql
 
+from bench.dashboard_live import AGENTS, CUSTOMERS, live_cost
 from bench.pgserver import bench_server, has_stat_statements
 from schema import db, queue, rollups, stats
 from schema.migrate import migrate
 from schema.sql import q
 from schema.stats_types import TaskFilter
 
-AGENTS = 4
-CUSTOMERS = 50
 # The table's first page as the dashboard read it before: OFFSET paging and a count over tasks.
 OLD_FIRST_PAGE = """SELECT t.* FROM task_list_rows t WHERE {task_filter} ORDER BY t.id DESC NULLS LAST, t.id DESC
                     LIMIT 25 OFFSET 0"""
@@ -85,13 +85,6 @@ CROSS JOIN generate_series(1, 2) a (n)
 CROSS JOIN LATERAL (SELECT (500 + random() * 30000 + 0 * a.n)::bigint AS input_tokens) u
 WHERE t.status <> 'enqueued' AND t.id BETWEEN %(lo)s AND %(hi)s
 """
-DRAIN_TASKS = """
-INSERT INTO tasks (agent, customer, document_uri, estimated_tokens)
-SELECT 'drain', 'customer-' || lpad((g %% %(customers)s)::text, 2, '0'), 'file:///drain/' || g, 1000
-FROM generate_series(1, %(n)s::int) g
-"""
-
-
 def timed(fn, runs: int) -> float | None:
     """p50 in milliseconds of `runs` calls (None for no run)."""
     if runs <= 0:
@@ -108,28 +101,41 @@ def _ms(value: float | None) -> str:
     return "    n/a" if value is None else f"{value:8.1f}"
 
 
-def load(dsn: str, n: int) -> dict[str, float]:
-    """Bulk-loads n tasks (about 2n attempts), backfills the rollups, vacuums; seconds per step."""
-    took = {}
+def load(dsn: str, n: int, *, batch: int, triggers: bool) -> dict[str, Any]:
+    """Loads n tasks (about 2n attempts) and vacuums; seconds per step.
+
+    `triggers`: ordinary INSERTs of `batch` rows each with every trigger on (events, notifications,
+    rollup marks), as a user's load would run; the first reads of each filter are timed right after
+    (they answer from what is folded, catching up), then the backlog is folded in the folder's bounded
+    steps. Else the tasks go in with the triggers off and the rollups are built in one fold, as the
+    migrations backfill them."""
+    took: dict[str, Any] = {}
     with db.connect(dsn) as conn:
         for agent in range(AGENTS):
             queue.configure_agent(conn, f"agent-{agent}")
         queue.configure_agent(conn, "drain")
         started = time.perf_counter()
-        conn.execute("ALTER TABLE tasks DISABLE TRIGGER USER")
-        conn.execute("ALTER TABLE task_attempts DISABLE TRIGGER USER")
-        chunk = 200_000
-        for lo in range(1, n + 1, chunk):
-            hi = min(lo + chunk - 1, n)
+        if not triggers:
+            conn.execute("ALTER TABLE tasks DISABLE TRIGGER USER")
+            conn.execute("ALTER TABLE task_attempts DISABLE TRIGGER USER")
+        for lo in range(1, n + 1, batch):
+            hi = min(lo + batch - 1, n)
             conn.execute(LOAD_TASKS, {"lo": lo, "hi": hi, "n": n, "agents": AGENTS, "customers": CUSTOMERS})
             conn.execute(LOAD_ATTEMPTS, {"lo": lo, "hi": hi})
-        conn.execute("ALTER TABLE tasks ENABLE TRIGGER USER")
-        conn.execute("ALTER TABLE task_attempts ENABLE TRIGGER USER")
+            if lo // batch % 20 == 0:
+                print(f"  {hi:,} tasks loaded ({time.perf_counter() - started:.0f} s)", flush=True)
+        if not triggers:
+            conn.execute("ALTER TABLE tasks ENABLE TRIGGER USER")
+            conn.execute("ALTER TABLE task_attempts ENABLE TRIGGER USER")
         took["load"] = time.perf_counter() - started
-        started = time.perf_counter()
-        conn.execute("INSERT INTO rollup_dirty (task_id) SELECT id FROM tasks")
-        rollups.rollup_fold(conn)
-        took["backfill"] = time.perf_counter() - started
+        if triggers:
+            took["first_reads_ms"], took["catching_up"] = first_reads(conn)
+            took.update(fold_steps(conn))
+        else:
+            started = time.perf_counter()
+            conn.execute("INSERT INTO rollup_dirty (task_id) SELECT id FROM tasks")
+            rollups.rollup_fold(conn)
+            took["fold_s"] = time.perf_counter() - started
         started = time.perf_counter()
         conn.execute("VACUUM ANALYZE")
         took["vacuum"] = time.perf_counter() - started
@@ -139,12 +145,47 @@ def load(dsn: str, n: int) -> dict[str, float]:
     return took
 
 
+def first_reads(conn) -> tuple[dict[str, float], dict[str, bool]]:
+    """Each filter's first read (summary, charts, first page and total together), ms, and whether
+    it said it was catching up."""
+    reads, catching_up = {}, {}
+    for name, flt in filters().items():
+        started = time.perf_counter()
+        summary = stats.stats_summary_filtered(conn, flt)
+        stats.stats_charts_filtered(conn, flt)
+        stats.task_list_keyset(conn, flt, limit=25)
+        stats.task_count(conn, flt)
+        reads[name] = (time.perf_counter() - started) * 1000
+        catching_up[name] = summary.catching_up
+    return reads, catching_up
+
+
+def fold_steps(conn) -> dict[str, Any]:
+    """Folds the backlog in the folder's bounded steps (worker/folder.py); seconds, steps, longest."""
+    started, step_times = time.perf_counter(), []
+    while True:
+        step_started = time.perf_counter()
+        folded = rollups.rollup_fold(conn, max_marks=rollups.FOLD_STEP_MARKS)
+        step_times.append(time.perf_counter() - step_started)
+        if folded <= 0 or rollups.rollup_backlog(conn).marks == 0:
+            break
+    return {"fold_s": time.perf_counter() - started, "steps": len(step_times), "longest_step_s": max(step_times)}
+
+
 def filters() -> dict[str, TaskFilter]:
     week_ago = date.today() - timedelta(days=7)
+    def day(d: date) -> datetime:
+        return datetime.combine(d, datetime.min.time(), tzinfo=UTC)
+    today = date.today()
     return {"none": TaskFilter(), "one agent": TaskFilter(agents=("agent-1",)),
             "one customer": TaskFilter(customers=("customer-20",)),
-            "last week": TaskFilter(date_from=datetime.combine(week_ago, datetime.min.time(), tzinfo=UTC)),
-            "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True)}
+            "last week": TaskFilter(date_from=day(week_ago)),
+            "failed only": TaskFilter(statuses=("failed",)), "needs review": TaskFilter(needs_review=True),
+            "90 days": TaskFilter(date_from=day(today - timedelta(days=120)), date_to=day(today - timedelta(days=30))),
+            "agent+completed+30d": TaskFilter(agents=("agent-2",), statuses=("completed",),
+                                              date_from=day(today - timedelta(days=30))),
+            "customer+failed+year": TaskFilter(customers=("customer-30",), statuses=("failed",),
+                                               date_from=day(today - timedelta(days=365)))}
 
 
 def _old(conn, query: str, flt: TaskFilter) -> list:
@@ -196,187 +237,12 @@ def bulk_then_read(dsn: str, n: int) -> dict:
                                         "CROSS JOIN LATERAL (SELECT g0 - %(top)s AS g) gg"),
                      {"lo": top + 1, "hi": top + n, "top": top, "n": n, "agents": AGENTS, "customers": CUSTOMERS})
         loaded = time.perf_counter() - started
-        out = {"loaded_s": loaded, "first_reads_ms": {}, "catching_up": {}}
-        for name, flt in filters().items():
-            started = time.perf_counter()
-            summary = stats.stats_summary_filtered(conn, flt)
-            stats.stats_charts_filtered(conn, flt)
-            stats.task_list_keyset(conn, flt, limit=25)
-            stats.task_count(conn, flt)
-            out["first_reads_ms"][name] = (time.perf_counter() - started) * 1000
-            out["catching_up"][name] = summary.catching_up
-        started, steps = time.perf_counter(), 0
-        step_times = []
-        while True:
-            step_started = time.perf_counter()
-            folded = rollups.rollup_fold(conn, max_marks=rollups.FOLD_STEP_MARKS)
-            step_times.append(time.perf_counter() - step_started)
-            steps += 1
-            if folded <= 0 or rollups.rollup_backlog(conn).marks == 0:
-                break
-        out.update(fold_s=time.perf_counter() - started, steps=steps, longest_step_s=max(step_times))
+        out = {"loaded_s": loaded}
+        out["first_reads_ms"], out["catching_up"] = first_reads(conn)
+        out.update(fold_steps(conn))
         summary = stats.stats_summary_filtered(conn, TaskFilter())
         out["after"] = (summary.catching_up, summary.total)
     return out
-
-
-POLL_SECONDS = 10.0  # the pages' fallback poll (QUIRE_POLL_SECONDS' default)
-
-
-class Page:
-    """One open dashboard: the refresh policy of app/pages/dashboard.py over the services it calls.
-
-    Events mark the counts, charts, table and budgets due as the page marks them; at most once a
-    second the page asks for its summary (and its table's first page when events touch it) and the
-    agents' adaptive limits; its charts at most every five seconds; its budgets after completions;
-    filter options and agent problems on the 10-second poll. What was not read after the events it
-    saw it asks for again a second later. Every ask goes through the process's shared cache
-    (app.figure_cache), as the app's pages do.
-    """
-
-    def __init__(self, pool, flt: TaskFilter, subscription) -> None:
-        self.pool, self.flt, self.sub = pool, flt, subscription
-        self.counts_dirty = self.charts_dirty = self.table_dirty = self.budgets_dirty = True
-        self.counts_at = self.charts_at = 0.0
-        self.polled_at = self.changed_at = time.monotonic()
-        self.shown: set[int] = set()
-        self.refreshes = 0
-
-    def on_events(self) -> None:
-        events, lagged = self.sub.drain()
-        self.counts_dirty = self.charts_dirty = True
-        self.changed_at = time.monotonic()
-        self.budgets_dirty |= lagged or any(e.status in ("completed", "failed") for e in events)
-        self.table_dirty |= lagged or any(e.task_id in self.shown or e.prev_status is None
-                                          or e.status in self.flt.statuses for e in events)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        from app import foresight, services
-        from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
-
-        pool, flt = self.pool, self.flt
-        while not stop.is_set():
-            if self.sub.pending:
-                self.on_events()
-            now = time.monotonic()
-            if now - self.polled_at >= POLL_SECONDS:
-                self.polled_at = self.changed_at = now
-                await services.live(pool, "filter_options", lambda: services.filter_options(pool))
-                await services.live(pool, "agent_config_errors", lambda: services.agent_config_errors(pool))
-                self.counts_dirty = self.table_dirty = self.charts_dirty = True
-                self.charts_at = 0.0
-            if self.counts_dirty and now - self.counts_at >= REFRESH_MIN_SECONDS:
-                since, self.counts_dirty, self.counts_at = self.changed_at, False, now
-                _, current = await services.live_summary(pool, flt, since=since)
-                if self.table_dirty:
-                    self.table_dirty = False
-                    (rows, _), table_current = await services.live_task_page(
-                        pool, flt, sort="id", descending=True, after=None, per_page=25, since=since)
-                    self.shown = {r.id for r in rows}
-                    self.table_dirty = not table_current
-                    current = current and table_current
-                await services.live(pool, "adaptive_limits", lambda: services.adaptive_limits(pool), since=since)
-                self.counts_dirty = not current
-                self.refreshes += 1
-            if self.charts_dirty and now - self.charts_at >= CHART_MIN_SECONDS:
-                _, current = await services.live_charts(pool, flt, since=self.changed_at)
-                self.charts_at, self.charts_dirty = time.monotonic(), not current
-            if self.budgets_dirty:
-                _, current = await services.live(pool, "budgets", lambda: foresight.budgets(pool),
-                                                 since=self.changed_at)
-                self.budgets_dirty = not current
-            await asyncio.sleep(0.25)  # the page's timer
-
-
-async def open_dashboards(dsn: str, n_pages: int, stop) -> dict:
-    """N pages in one process: its one LISTEN connection (app.live) and its one pool and cache."""
-    from app import figure_cache, live
-    from worker.listener import Listener
-
-    pool = db.make_pool(dsn, min_size=1, max_size=4, name="bench-dashboards")
-    broadcaster = live.Broadcaster(Listener(dsn, config=live.LISTENER_CONFIG))
-    await broadcaster.start()
-    halt = asyncio.Event()
-    flts = list(filters().values())
-    pages = [Page(pool, flts[i % len(flts)], broadcaster.subscribe()) for i in range(n_pages)]
-    tasks = [asyncio.create_task(page.run(halt)) for page in pages]
-    while not stop.is_set():
-        await asyncio.sleep(0.1)
-    halt.set()
-    await asyncio.gather(*tasks)
-    await broadcaster.stop()
-    reads = dict(figure_cache.for_pool(pool).reads)
-    pool.close()
-    return {"bursts": broadcaster.notifications, "refreshes": sum(p.refreshes for p in pages), "reads": reads}
-
-
-def drain(dsn: str, stop: threading.Event, clock: dict) -> None:
-    """A worker: claims ten at a time and applies a completed report with usage for each."""
-    with db.connect(dsn) as conn:
-        while True:
-            started = time.perf_counter()
-            claims = queue.claim(conn, agent="drain", worker_id="bench", limit=10)
-            for claim in claims:
-                queue.apply_callback(conn, claim.attempt_id, {
-                    "status": "completed", "result": {"ok": True}, "confidence": 0.9,
-                    "input_tokens": 1200, "output_tokens": 150, "llm_cost_usd": 0.0058})
-            clock["seconds"] += time.perf_counter() - started
-            if not claims:
-                return
-
-
-def fold_loop(dsn: str, stop: threading.Event, clock: dict) -> None:
-    """The worker's maintenance loop folding the rollups every two seconds."""
-    with db.connect(dsn) as conn:
-        while not stop.wait(2.0):
-            started = time.perf_counter()
-            rollups.rollup_fold(conn)
-            clock["seconds"] += time.perf_counter() - started
-
-
-def run_dashboards(dsn: str, n_pages: int, stop, results) -> None:
-    """The dashboards in a process of their own, as in the app: their Python never slows the worker's."""
-    results.put(asyncio.run(open_dashboards(dsn, n_pages, stop)))
-
-
-def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool) -> dict:
-    """Postgres time of n_pages dashboards while a worker drains n_drain tasks, against the worker's."""
-    with db.connect(dsn_for("bench_worker")) as conn:
-        conn.execute(DRAIN_TASKS, {"n": n_drain, "customers": CUSTOMERS})
-        rollups.rollup_fold(conn)
-        if has_pgss:
-            conn.execute("SELECT pg_stat_statements_reset()")
-    stop = threading.Event()
-    context = multiprocessing.get_context("spawn")
-    page_stop, page_results = context.Event(), context.Queue()
-    dashboards = context.Process(target=run_dashboards, args=(dsn_for("bench_dash"), n_pages, page_stop, page_results))
-    dashboards.start()
-    time.sleep(3.0)  # the pages open before the work starts
-    worker_clock, fold_clock = {"seconds": 0.0}, {"seconds": 0.0}
-    folder = threading.Thread(target=fold_loop, args=(dsn_for("bench_fold"), stop, fold_clock))
-    folder.start()
-    started = time.perf_counter()
-    workers = [threading.Thread(target=drain, args=(dsn_for("bench_worker"), stop, worker_clock)) for _ in range(2)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    wall = time.perf_counter() - started
-    time.sleep(1.5)  # the pages' last refresh after the last burst
-    stop.set()
-    page_stop.set()
-    pages = page_results.get(timeout=120)
-    dashboards.join()
-    folder.join()
-    result = {"wall_s": wall, "bursts": pages["bursts"], "refreshes": pages["refreshes"], "reads": pages["reads"],
-              "client_worker_s": worker_clock["seconds"], "client_fold_s": fold_clock["seconds"]}
-    if has_pgss:
-        with db.connect(dsn_for("bench_worker")) as conn:
-            for row in conn.execute(
-                    "SELECT r.rolname, sum(s.total_exec_time) / 1000 AS seconds FROM pg_stat_statements s "
-                    "JOIN pg_roles r ON r.oid = s.userid GROUP BY 1").fetchall():
-                result[f"pg_{row['rolname']}_s"] = float(row["seconds"])
-    return result
 
 
 def main() -> int:
@@ -386,6 +252,11 @@ def main() -> int:
     parser.add_argument("--drain", type=int, default=None)
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=50_000, help="rows per INSERT of the load")
+    parser.add_argument("--worker-concurrency", type=int, default=16,
+                        help="the drain's `quire worker --concurrency` (noop executor); 0: two engine threads")
+    parser.add_argument("--triggers-off", action="store_true",
+                        help="load with the triggers off and build the rollups in one fold (the old set-up)")
     parser.add_argument("--baseline-runs", type=int, default=5)
     parser.add_argument("--bulk", type=int, default=0,
                         help="then load this many more tasks with every trigger on and time the first reads")
@@ -429,10 +300,21 @@ def main() -> int:
               f"{'the loaded database' if args.live_only or args.reuse else f'{n_tasks:,} tasks'}", flush=True)
         if not args.live_only:
             if not args.reuse:
-                took = load(dsn, n_tasks)
-                print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts); rollups backfilled in "
-                      f"{took['backfill']:.0f} s ({took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin "
-                      f"rows); VACUUM ANALYZE {took['vacuum']:.0f} s\n", flush=True)
+                took = load(dsn, n_tasks, batch=args.batch, triggers=not args.triggers_off)
+                print(f"loaded in {took['load']:.0f} s ({took['attempts']:,} attempts, "
+                      f"{'ordinary INSERTs of ' + format(args.batch, ',') + ' rows with every trigger on' if not args.triggers_off else 'triggers off'})",
+                      flush=True)
+                if "first_reads_ms" in took:
+                    print("  first reads right after the load (summary, charts, first page and total) per filter: "
+                          + ", ".join(f"{name} {ms:.0f} ms{' (catching up)' if took['catching_up'][name] else ''}"
+                                      for name, ms in took["first_reads_ms"].items())
+                          + f"; slowest {max(took['first_reads_ms'].values()):.0f} ms", flush=True)
+                    print(f"  folded in {took['steps']} bounded steps, {took['fold_s']:.0f} s (longest step "
+                          f"{took['longest_step_s']:.1f} s)", flush=True)
+                else:
+                    print(f"  rollups backfilled in one fold, {took['fold_s']:.0f} s", flush=True)
+                print(f"  {took['rollup_rows']:,} rollup rows, {took['bin_rows']:,} bin rows; VACUUM ANALYZE "
+                      f"{took['vacuum']:.0f} s\n", flush=True)
             print(f"p50 of {args.runs} (baseline: p50 of {args.baseline_runs} of the direct aggregates)", flush=True)
             rows = figures(dsn, args.runs, args.baseline_runs)
             worst = max(max(r["summary"], r["charts"], r["first page"]) for r in rows)
@@ -447,7 +329,8 @@ def main() -> int:
                       f"{bulk['longest_step_s']:.1f} s); then catching up {bulk['after'][0]}, "
                       f"total {bulk['after'][1]:,}\n", flush=True)
         print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
-        cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss)
+        cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss, list(filters().values())[:5],
+                         concurrency=args.worker_concurrency)
         print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']:,} notifications; {cost['refreshes']} page refreshes")
         print("  reads of the pages' shared cache: " + ", ".join(f"{n} {kind}" for kind, n in sorted(cost["reads"].items())))
         if not has_pgss:
@@ -455,6 +338,13 @@ def main() -> int:
                   "needs pg_stat_statements (the embedded server loads it; this server does not)")
             return 0
         dash, worker, fold = (cost.get(f"pg_{r}_s", 0.0) for r in ("bench_dash", "bench_worker", "bench_fold"))
+        if args.worker_concurrency:
+            print(f"  Postgres time (pg_stat_statements): quire worker {worker:.2f} s (its own rollup folds "
+                  f"{cost['pg_worker_folds_s']:.2f} s of it), dashboards {dash:.3f} s "
+                  f"({dash / cost['wall_s'] * 1000:.1f} ms per second of the drain)")
+            print(f"  dashboards / worker = {dash / worker:.1%}; without the worker's folds "
+                  f"{dash / max(worker - cost['pg_worker_folds_s'], 1e-9):.1%}")
+            return 0
         print(f"  Postgres time (pg_stat_statements): worker {worker:.2f} s, dashboards {dash:.3f} s "
               f"({dash / cost['wall_s'] * 1000:.1f} ms per second of the drain), rollup folds {fold:.2f} s")
         print(f"  dashboards / worker = {dash / worker:.1%}; dashboards and folds / worker = "

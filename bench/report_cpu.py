@@ -22,10 +22,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.claim import bench_database  # noqa: E402
-from bench.pgserver import bench_server  # noqa: E402
-from schema import db, queue, settlement  # noqa: E402
-from schema.models import Claim  # noqa: E402
+from bench.claim import bench_database
+from bench.pgserver import bench_server
+from schema import db, queue, settlement
+from schema.models import Claim
 
 DONE = {"status": "completed", "result": {"ok": True}, "confidence": 1.0, "input_tokens": 10, "output_tokens": 5}
 FAILED = {"status": "failed", "error": "timeout", "retryable": True}

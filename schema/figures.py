@@ -23,12 +23,21 @@ from psycopg.pq import TransactionStatus
 from schema import rollups
 from schema.models import TERMINAL_STATUSES
 from schema.sql import fetch_all, fetch_row
-from schema.stats_types import SPEND_METRICS, STATUSES, Charts, Summary, TaskFilter, bucket_for_span, cost_rows
+from schema.stats_types import (
+    CHART_ORIGIN,
+    SPEND_METRICS,
+    STATUSES,
+    Charts,
+    Summary,
+    TaskFilter,
+    bucket_for_span,
+    cost_rows,
+)
 
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
         "compute_cost_usd", "unpriced", "compute_pending", "confidence_n", "confidence_sum")
 METRICS = ("l", "c", "a", "m", "s")
-ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)  # throughput buckets start here, as in the SQL
+ORIGIN = CHART_ORIGIN  # throughput buckets start here, as in the direct read
 HOUR = timedelta(hours=1)
 
 

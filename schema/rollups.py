@@ -14,9 +14,10 @@ from psycopg import sql
 from schema.sql import fetch_row, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
-# ALL is one bucket holding every task (migration 0011), read when a filter has no dates.
-ALL, MONTH, DAY, HOUR = "a", "m", "d", "h"
-TOTALS_GRAINS = {True: (ALL, MONTH, DAY, HOUR), False: (ALL, MONTH, DAY)}
+# ALL is one bucket holding every task (migration 0011), read when a filter has no dates. WEEK (ISO
+# weeks from Monday, migration 0023) holds totals for the throughput chart's 7-day buckets only.
+ALL, MONTH, WEEK, DAY, HOUR = "a", "m", "w", "d", "h"
+TOTALS_GRAINS = {True: (ALL, MONTH, WEEK, DAY, HOUR), False: (ALL, MONTH, WEEK, DAY)}
 BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
 # Sentinels for an unbounded or empty range: timestamptz holds both.
 NEVER_BEFORE = datetime(1, 1, 1, tzinfo=UTC)
@@ -39,6 +40,9 @@ def _floor(t: datetime, grain: str) -> datetime:
         return t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     if grain == DAY:
         return t.replace(hour=0, minute=0, second=0, microsecond=0)
+    if grain == WEEK:
+        day = t.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day - timedelta(days=day.weekday())  # Monday, as date_trunc('week') (0001-01-01 is one)
     return t.replace(minute=0, second=0, microsecond=0)
 
 
@@ -48,7 +52,7 @@ def _next(t: datetime, grain: str) -> datetime:
     try:
         if grain == MONTH:
             return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
-        return t + (timedelta(days=1) if grain == DAY else timedelta(hours=1))
+        return t + {DAY: timedelta(days=1), WEEK: timedelta(days=7)}.get(grain, timedelta(hours=1))
     except (OverflowError, ValueError):  # the last bucket Python's dates hold: it runs to the end
         return NEVER_AFTER if t < NEVER_AFTER else datetime.max.replace(tzinfo=UTC)
 
@@ -58,7 +62,8 @@ def plan(date_from: datetime | None, date_to: datetime | None,
     """Splits [date_from, date_to) into whole buckets per grain and raw ends ("r"), coarsest first.
 
     Greedy from the start: the coarsest whole bucket that fits, else raw up to the next boundary
-    of the finest grain. The result has at most two ranges per grain and two raw ranges.
+    of the finest grain; a week is not taken across the start of a month (the month may fit). The
+    result has at most two ranges per grain, four of days, and two raw ranges.
     """
     pieces: dict[str, list[tuple[datetime, datetime]]] = {g: [] for g in (*grains, "r")}
     if grains[0] == ALL:
@@ -85,7 +90,8 @@ def plan(date_from: datetime | None, date_to: datetime | None,
         cur = date_from
     while date_to is None or cur < date_to:
         for grain in grains:
-            if _floor(cur, grain) == cur and (date_to is None or _next(cur, grain) <= date_to):
+            if (_floor(cur, grain) == cur and (date_to is None or _next(cur, grain) <= date_to)
+                    and not (grain == WEEK and MONTH in grains and _next(cur, MONTH) < _next(cur, WEEK))):
                 if date_to is None and grain == coarsest:
                     add(grain, cur, NEVER_AFTER)
                     return pieces
@@ -104,11 +110,11 @@ def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tu
     """The %(m1_lo)s ... %(r2_hi)s parameters of the rollup_segments and rollup_raw fragments."""
     pieces = plan(date_from, date_to, grains)
     params: dict[str, Any] = {}
-    for kind in (ALL, MONTH, DAY, HOUR, "r"):
-        ranges = pieces.get(kind, [])
-        if len(ranges) > 2:
+    for kind in (ALL, MONTH, WEEK, DAY, HOUR, "r"):
+        ranges, most = pieces.get(kind, []), 4 if kind == DAY else 2
+        if len(ranges) > most:
             raise AssertionError(f"a date range split into {len(ranges)} {kind!r} ranges: {ranges}")
-        ranges = ranges + [EMPTY] * (2 - len(ranges))
+        ranges = ranges + [EMPTY] * (most - len(ranges))
         for i, (lo, hi) in enumerate(ranges, start=1):
             params[f"{kind}{i}_lo"], params[f"{kind}{i}_hi"] = lo, hi
     return params
@@ -232,6 +238,8 @@ def bins(conn: psycopg.Connection, flt_params: dict[str, Any]) -> dict[str, dict
 
 def throughput_grains(all_customers: bool, bucket: timedelta) -> tuple[str, ...]:
     """The rollup grains a throughput chart of this bucket reads; none: it reads the tasks."""
+    if bucket >= timedelta(days=7) and bucket % timedelta(days=7) == timedelta(0):
+        return (WEEK, DAY, HOUR) if all_customers else (WEEK, DAY)
     if bucket >= timedelta(days=1):
         return (DAY, HOUR) if all_customers else (DAY,)
     if bucket >= timedelta(hours=1) and all_customers:
@@ -249,6 +257,8 @@ def throughput(conn: psycopg.Connection, flt_params: dict[str, Any], *, bucket: 
     """Submissions and outcomes per bucket; whole rollup buckets where the chart's bucket allows."""
     scope = flt_params["customers"] is None
     grains = throughput_grains(scope, bucket)
+    if origin != _floor(origin, WEEK):  # week rows start on a Monday: another origin's weeks cut them
+        grains = tuple(g for g in grains if g != WEEK)
     if grains:
         params = filter_params(flt_params, {scope: grains})
     else:

@@ -691,10 +691,10 @@ BEGIN
         SELECT x.*, g.grain, sc.all_customers,
                CASE WHEN g.grain = 'a' THEN '0001-01-01 00:00:00+00'::timestamptz
                     ELSE date_trunc(g.unit, x.hour, 'UTC') END AS bucket,
-               CASE WHEN g.grain IN ('d', 'h') THEN date_trunc(g.unit, x.finished_hour, 'UTC') END AS finished,
+               CASE WHEN g.grain IN ('w', 'd', 'h') THEN date_trunc(g.unit, x.finished_hour, 'UTC') END AS finished,
                CASE WHEN sc.all_customers THEN NULL ELSE x.customer END AS key_customer
         FROM net x
-        CROSS JOIN (VALUES ('a'::"char", 'year'), ('m', 'month'), ('d', 'day'), ('h', 'hour')) g (grain, unit)
+        CROSS JOIN (VALUES ('a'::"char", 'year'), ('m', 'month'), ('w', 'week'), ('d', 'day'), ('h', 'hour')) g (grain, unit)
         CROSS JOIN (VALUES (true), (false)) sc (all_customers)
         WHERE sc.all_customers OR g.grain <> 'h'
     ), main AS (
@@ -731,7 +731,7 @@ BEGIN
         FROM keyed k
         CROSS JOIN LATERAL (VALUES ('l'::"char", k.latency_bin), ('c', k.confidence_bin), ('a', k.llm_bin),
                                    ('m', k.compute_bin), ('s', k.spend_bin)) m (metric, bin)
-        WHERE m.bin IS NOT NULL AND k.grain <> 'h' AND (k.all_customers OR k.grain IN ('a', 'm'))
+        WHERE m.bin IS NOT NULL AND k.grain NOT IN ('h', 'w') AND (k.all_customers OR k.grain IN ('a', 'm'))
         GROUP BY k.all_customers, k.grain, k.bucket, k.agent, k.key_customer, k.status, k.review, m.metric, m.bin
         HAVING sum(k.tasks) <> 0
         ON CONFLICT (all_customers, grain, bucket, agent, customer, status, review, metric, bin) DO UPDATE SET
@@ -1637,7 +1637,8 @@ CREATE TABLE public.task_rollup_bins (
     n bigint NOT NULL,
     review boolean DEFAULT false NOT NULL,
     CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'd'::"char", 'm'::"char"])))
-);
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
 
 --
 -- Name: task_rollup_contrib; Type: VIEW; Schema: public; Owner: -
@@ -1716,8 +1717,9 @@ CREATE TABLE public.task_rollups (
     confidence_n bigint NOT NULL,
     confidence_sum numeric NOT NULL,
     review boolean DEFAULT false NOT NULL,
-    CONSTRAINT task_rollups_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'h'::"char", 'd'::"char", 'm'::"char"])))
-);
+    CONSTRAINT task_rollups_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'm'::"char", 'w'::"char", 'd'::"char", 'h'::"char"])))
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
 
 --
 -- Name: tasks_id_seq; Type: SEQUENCE; Schema: public; Owner: -
@@ -1949,11 +1951,21 @@ CREATE INDEX task_events_task_idx ON public.task_events USING btree (task_id, id
 
 CREATE UNIQUE INDEX task_rollup_bins_key ON public.task_rollup_bins USING btree (all_customers, grain, bucket, agent, customer, status, review, metric, bin) NULLS NOT DISTINCT;
 
+ALTER TABLE public.task_rollup_bins CLUSTER ON task_rollup_bins_key;
+
+--
+-- Name: task_rollups_customer; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX task_rollups_customer ON public.task_rollups USING btree (grain, customer, bucket) WHERE (NOT all_customers);
+
 --
 -- Name: task_rollups_key; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE UNIQUE INDEX task_rollups_key ON public.task_rollups USING btree (all_customers, grain, bucket, agent, customer, status, review, finished) NULLS NOT DISTINCT;
+
+ALTER TABLE public.task_rollups CLUSTER ON task_rollups_key;
 
 --
 -- Name: task_rollups_status; Type: INDEX; Schema: public; Owner: -

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +13,7 @@ from psycopg import sql
 from schema import figures, rollups, waiting
 from schema.models import TaskStatus
 from schema.sql import fetch_all, fetch_row, q, run_query
-from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
+from schema.stats_types import CHART_ORIGIN, Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
 TASK_SORT_KEYS: dict[str, str] = {
@@ -24,6 +24,8 @@ TASK_SORT_KEYS: dict[str, str] = {
 }
 
 NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
+# Sorts on what the view adds to the task row (summed spend, latency): their pages read the view whole.
+VIEW_SORT_KEYS = ("tokens", "llm_cost_usd", "latency_s")
 
 
 def _composed(name: str, order_by: sql.Composable | None = None) -> sql.Composed:
@@ -98,7 +100,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
         name = ("task_after_id" if sort == "id" else
                 "task_after_cursor_null" if after[0] is None else "task_after_cursor")
         condition = sql.SQL(q(name)).format(sort_value=column, op=op)
-    query = sql.SQL(q("task_list_keyset")).format(
+    query = sql.SQL(q("task_list_keyset" if sort in VIEW_SORT_KEYS else "task_list_keyset_by_task")).format(
         task_filter=sql.SQL(q("task_filter")), after=condition, sort_value=column,
         order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
     rows = run_query(conn, query, params)
@@ -182,9 +184,8 @@ def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: dat
                         end: datetime | None, bins: int = 20) -> Charts:
     """Charts aggregated straight from tasks and attempts (the baseline the rollups replace)."""
     bucket = bucket_for_span(start, end)
-    origin = datetime(2000, 1, 1, tzinfo=UTC)
     params = flt.params()
-    throughput = _run(conn, "stats_throughput_series", {**params, "bucket": bucket, "origin": origin})
+    throughput = _run(conn, "stats_throughput_series", {**params, "bucket": bucket, "origin": CHART_ORIGIN})
     latency = _run(conn, "stats_latency_histogram", {**params, "bins": bins})
     latency_bins = []
     for r in latency:

@@ -4,7 +4,7 @@ and schema.figures (reads from the rollups): neither imports the other for them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -163,6 +163,11 @@ def cost_rows(rows: list[dict[str, Any]], key: str, *, limit: int | None = None)
         entry["tasks"] += r["attempted"]
     ordered = sorted((e for e in out.values() if e["tasks"]), key=lambda e: (-e["llm_cost_usd"], e["key"]))
     return ordered[:limit] if limit else ordered
+
+
+# Throughput buckets are counted from this Monday: a chart's 7-day buckets are ISO weeks, which the
+# rollups hold whole (grain 'w'), and every shorter round bucket divides a day.
+CHART_ORIGIN = datetime(2000, 1, 3, tzinfo=UTC)
 
 
 def bucket_for_span(start: datetime | None, end: datetime | None, *, max_buckets: int = 60) -> timedelta:

@@ -38,13 +38,17 @@ x.customer = ANY(%(customers)s::text[])
 x.review
 
 -- name: rollup_segments
--- Fragment: the whole buckets a date range covers, at most two ranges per grain (see schema/rollups.py).
+-- Fragment: the whole buckets a date range covers, at most two ranges per grain, four of days (schema/rollups.py).
 -- One flat OR of (grain, bucket range) arms: each arm is an index range, so the scan is a BitmapOr.
 (   (x.grain = 'a' AND x.bucket >= %(a1_lo)s::timestamptz AND x.bucket < %(a1_hi)s::timestamptz)
  OR (x.grain = 'm' AND x.bucket >= %(m1_lo)s::timestamptz AND x.bucket < %(m1_hi)s::timestamptz)
  OR (x.grain = 'm' AND x.bucket >= %(m2_lo)s::timestamptz AND x.bucket < %(m2_hi)s::timestamptz)
+ OR (x.grain = 'w' AND x.bucket >= %(w1_lo)s::timestamptz AND x.bucket < %(w1_hi)s::timestamptz)
+ OR (x.grain = 'w' AND x.bucket >= %(w2_lo)s::timestamptz AND x.bucket < %(w2_hi)s::timestamptz)
  OR (x.grain = 'd' AND x.bucket >= %(d1_lo)s::timestamptz AND x.bucket < %(d1_hi)s::timestamptz)
  OR (x.grain = 'd' AND x.bucket >= %(d2_lo)s::timestamptz AND x.bucket < %(d2_hi)s::timestamptz)
+ OR (x.grain = 'd' AND x.bucket >= %(d3_lo)s::timestamptz AND x.bucket < %(d3_hi)s::timestamptz)
+ OR (x.grain = 'd' AND x.bucket >= %(d4_lo)s::timestamptz AND x.bucket < %(d4_hi)s::timestamptz)
  OR (x.grain = 'h' AND x.bucket >= %(h1_lo)s::timestamptz AND x.bucket < %(h1_hi)s::timestamptz)
  OR (x.grain = 'h' AND x.bucket >= %(h2_lo)s::timestamptz AND x.bucket < %(h2_hi)s::timestamptz))
 

@@ -50,6 +50,18 @@ WHERE {task_filter} AND {after}
 ORDER BY {order_by}
 LIMIT %(limit)s;
 
+-- name: task_list_keyset_by_task
+-- The same page when its order is the task row's own (any sort but spend and latency): the page's ids
+-- are picked from tasks first, so the attempts' spend is summed for its rows only, not for every row
+-- the filter selects before the sort (800 of a customer's failed tasks for a page of 25).
+WITH page AS (
+    SELECT t.id FROM tasks t WHERE {task_filter} AND {after} ORDER BY {order_by} LIMIT %(limit)s
+)
+SELECT t.*, {sort_value} AS sort_value
+FROM task_list_rows t
+WHERE t.id = ANY(ARRAY(SELECT page.id FROM page))
+ORDER BY {order_by};
+
 -- name: task_after_cursor
 -- Fragment: rows after the cursor (sort value, id) in a NULLS LAST order, either direction.
 ({sort_value} IS NULL OR {sort_value} {op} %(after_value)s

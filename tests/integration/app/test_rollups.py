@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from schema import queue, rollups, stats, stats_types
 from schema.errors import QuireError
 from schema.sql import q
-from schema.stats_types import TaskFilter
+from schema.stats_types import CHART_ORIGIN, TaskFilter
 from tests.factories import make_agent, make_task
 
 # Direct aggregates over tasks and task_attempts, written independently of the rollups' view.
@@ -102,8 +102,10 @@ def assert_rollups_exact(conn, flt: TaskFilter) -> None:
     for r in rollups.totals(conn, flt.params()):
         by_agent[r["agent"]] = by_agent.get(r["agent"], 0) + r["tasks"]
     assert sum(by_agent.values()) == summary.total
-    for bucket in (timedelta(hours=1), timedelta(days=1), timedelta(days=7), timedelta(minutes=15)):
-        origin = datetime(2000, 1, 1, tzinfo=UTC)
+    # The chart's origin is a Monday: its 7-day buckets are the rollups' weeks; another origin's are not.
+    for bucket, origin in ((timedelta(hours=1), CHART_ORIGIN), (timedelta(days=1), CHART_ORIGIN),
+                           (timedelta(days=7), CHART_ORIGIN), (timedelta(minutes=15), CHART_ORIGIN),
+                           (timedelta(days=7), datetime(2000, 1, 1, tzinfo=UTC))):
         got = {(r["series"], r["bucket"]): r["n"] for r in
                rollups.throughput(conn, flt.params(), bucket=bucket, origin=origin,
                                   start=rollups.first_created(conn, flt.params()))}
