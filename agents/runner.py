@@ -14,6 +14,7 @@ from agents.fields import Extractor, Usage
 from agents.llm_extractor import LLMExtractor
 from agents.offline import OfflineExtractor
 from agents.pdf import read_document
+from agents.report import ReportStatus
 from agents.tracing import Tracer
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
         "result": result,
         "confidence": confidence,
         "error": error,
-        "retryable": retryable if status == "failed" else False,
+        "retryable": retryable if status == ReportStatus.FAILED else False,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "llm_cost_usd": usage.reported_cost_usd,
@@ -65,7 +66,7 @@ def _payload(status: str, usage: Usage, pages: int | None, trace_id: str | None,
             **({"rate_limit_tpm": usage.rate_limit_tpm} if usage.rate_limit_tpm else {})}
            if usage.rate_limited else {}),
         # The endpoint refused the agent itself: the orchestrator stops claiming for it.
-        **({"agent_cannot_run": True} if cannot_run and status == "failed" else {}),
+        **({"agent_cannot_run": True} if cannot_run and status == ReportStatus.FAILED else {}),
     }
 
 
@@ -106,17 +107,17 @@ def run(document_path: str, extractor_name: str = "offline", attempt_id: int | N
                               "input_tokens": usage.input_tokens,
                               "output_tokens": usage.output_tokens,
                               "llm_cost_usd": usage.reported_cost_usd})
-        outcome = Outcome(_payload("completed", usage, pages, tracer.trace_id, result=result,
+        outcome = Outcome(_payload(ReportStatus.COMPLETED.value, usage, pages, tracer.trace_id, result=result,
                                    confidence=extraction.confidence), EXIT_COMPLETED)
     except DocumentError as exc:
         log.info("document error: %s", exc)
-        outcome = Outcome(_payload("failed", usage, pages, tracer.trace_id, error=str(exc),
+        outcome = Outcome(_payload(ReportStatus.FAILED.value, usage, pages, tracer.trace_id, error=str(exc),
                                    retryable=False), EXIT_DOCUMENT_ERROR)
     except Exception as exc:  # anything unexpected may pass on a retry
         log.exception("agent run failed")
         message = f"{type(exc).__name__}: {exc}"
         retryable = getattr(exc, "retryable", True)
-        outcome = Outcome(_payload("failed", usage, pages, tracer.trace_id, error=message,
+        outcome = Outcome(_payload(ReportStatus.FAILED.value, usage, pages, tracer.trace_id, error=message,
                                    retryable=retryable,
                                    cannot_run=getattr(exc, "agent_cannot_run", False)), EXIT_FAILED)
     finally:

@@ -36,13 +36,6 @@ class TaskStatus(str, Enum):
         return self.terminal
 
 
-class ReportStatus(str, Enum):
-    """What an agent's report says of its attempt: the callback contract's `status`."""
-
-    COMPLETED = "completed"  # it extracted a result
-    FAILED = "failed"        # it could not; `retryable` says whether another attempt may
-
-
 # Priorities run from MIN_PRIORITY (bulk) to MAX_PRIORITY (the most urgent); the tasks table's CHECK
 # holds the same range. DEFAULT_PRIORITY is what a submission gets unless it names one ("normal"):
 # the engine, the UI, the API and `quire submit` all use it.

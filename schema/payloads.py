@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
+from agents.report import ReportStatus
 from schema.errors import InvalidPayload
-from schema.models import ReportStatus, assemble
+from schema.models import assemble
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KNOWN = {"status", "result", "confidence", "error", "retryable", "input_tokens", "output_tokens",

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agents.report import ReportStatus
 from schema import payloads
 from schema.errors import InvalidPayload
-from schema.models import ReportStatus
 from schema.queue.callbacks import apply_reports
 from schema.queue.common import reads_by_index
 from schema.sql import q, require_idle

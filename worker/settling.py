@@ -10,9 +10,10 @@ from typing import Any
 
 import psycopg
 
+from agents.report import ReportStatus
 from schema import queue, settlement
 from schema.errors import InvalidPayload, QuireError
-from schema.models import CallbackOutcome, ReportStatus
+from schema.models import CallbackOutcome
 from worker import logs
 from worker.executors.base import Exit
 from worker.inflight import Run

@@ -12,9 +12,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agents.report import ReportStatus
 from schema import payloads
 from schema.errors import UnknownAttempt
-from schema.models import CallbackKind, CallbackOutcome, ReportStatus, TaskStatus
+from schema.models import CallbackKind, CallbackOutcome, TaskStatus
 from schema.queue.common import Backoff, require_int, transaction
 from schema.sql import fetch_all as _rows
 from schema.sql import fetch_one as _row

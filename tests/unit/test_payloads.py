@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
+from agents.report import ReportStatus
 from schema.errors import InvalidPayload
-from schema.models import ReportStatus
 from schema.payloads import MAX_DEPTH, Report, check_storable, parse_callback
 
 OK = {"status": "completed", "result": {}}

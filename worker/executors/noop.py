@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from schema.models import ReportStatus
+from agents.report import ReportStatus
 from worker.executors.base import Executor, Exit, Handle, Launch, OnExit
 
 
