@@ -27,7 +27,7 @@ SAMPLES_DIR = Path(__file__).with_name("samples")
 SAMPLES_SUBMITTER = "samples"
 
 
-STATUSES = [s.value for s in TaskStatus]
+STATUSES = [s.value for s in TaskStatus] + [stats.HELD]  # the filter's: held is queued and held for review
 MAX_ID = 2**63 - 1  # ids are bigint
 
 

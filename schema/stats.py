@@ -14,7 +14,7 @@ from schema import figures, rollups, waiting
 from schema.models import TaskStatus
 # The figures' types live in stats_types (schema.figures builds on them too); this module's readers
 # take them from here, beside the functions that return them.
-from schema.stats_types import Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
+from schema.stats_types import HELD, Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span  # noqa: F401
 from schema.stats_types import REVIEW_CONFIDENCE, SPEND_METRICS, STATUSES, cost_rows, needs_review  # noqa: F401
 from schema.sql import fetch_all, fetch_one, q, run_query
 
@@ -130,6 +130,8 @@ def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
     """Exact from the rollups, which hold every dashboard filter. An estimate (the planner's) only
     while a backlog is folded in the background (a bulk load): the exact figure would read every
     marked task."""
+    if flt.exact_only:  # held tasks are few, and the rollups do not key them
+        return TaskCount(_run(conn, "task_count_exact", flt.params())[0]["n"])
     if rollups.rollup_backlog(conn).catching_up:
         plan = _run(conn, "task_count_estimate", flt.params())[0]
         return TaskCount(int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"]), exact=False)
@@ -199,6 +201,14 @@ def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: dat
                   cost_by_agent=_run(conn, "stats_cost_by_agent", params),
                   cost_by_customer=_run(conn, "stats_cost_by_customer", params),
                   latency_bins=latency_bins, confidence_bins=confidence_bins)
+
+
+def stats_charts_exact(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Charts:
+    """Charts read from the tasks themselves over the filter's span: for a filter the rollups do not
+    key (held)."""
+    first = _run(conn, "task_first_created_exact", flt.params())[0]["first"]
+    return stats_charts_direct(conn, flt, start=flt.date_from or first,
+                               end=flt.date_to or (now or datetime.now(timezone.utc) if first else None))
 
 
 def stats_compute_measured_filtered(conn: psycopg.Connection, flt: TaskFilter) -> dict[str, Any]:

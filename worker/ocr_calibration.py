@@ -1,0 +1,72 @@
+"""OCR timed on this machine at worker start-up: the prior a forecast uses for scans until scans ran.
+
+A scanned page costs seconds of CPU where a text page costs milliseconds, and how many depends on
+the machine and the resolution pages are read at. At start-up (in a thread, beside the first
+claims) the worker reads the first page of two bundled samples (a sparse invoice, a dense
+contract) through the same OCR as a run, and records the mean per page for its host. A host that
+measured within the last day at the same resolution is not measured again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from schema import calibration
+from worker import logs
+
+SAMPLES = Path(__file__).resolve().parents[1] / "app" / "samples"
+PAGES = ("invoice_harborline_INV-2024-0117.pdf", "contract_master_services_meridian.pdf")
+FRESH = timedelta(days=1)
+
+
+def reading_dpi() -> float:
+    """The resolution runs on this machine read scanned pages at."""
+    from agents.ocr import DEFAULT_DPI
+
+    return float(os.environ.get("QUIRE_OCR_DPI") or DEFAULT_DPI)
+
+
+def measure_seconds_per_page(paths: list[Path]) -> float | None:
+    """Mean seconds one page of these PDFs takes through OCR; None when OCR cannot run here or no
+    page could be read."""
+    from agents.ocr import ocr_available, ocr_page
+
+    if not ocr_available():
+        return None
+    import pypdfium2
+
+    times = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        pdf = pypdfium2.PdfDocument(str(path))
+        try:
+            started = time.monotonic()
+            ocr_page(pdf[0])
+            times.append(time.monotonic() - started)
+        finally:
+            pdf.close()
+    return sum(times) / len(times) if times else None
+
+
+def calibrate(pool, worker_id: str, *, host: str | None = None) -> float | None:
+    """Measures and records this host's OCR seconds per page unless a fresh measure exists; the
+    figure recorded (None: skipped, or OCR cannot run here)."""
+    host = host or socket.gethostname()
+    dpi = reading_dpi()
+    with pool.connection(timeout=10) as conn:
+        latest = calibration.ocr_calibration_latest(conn)
+    if (latest is not None and latest.host == host and latest.dpi == dpi
+            and datetime.now(timezone.utc) - latest.measured_at < FRESH):
+        return None
+    seconds = measure_seconds_per_page([SAMPLES / name for name in PAGES])
+    if seconds is None:
+        return None
+    with pool.connection(timeout=10) as conn:
+        calibration.ocr_calibration_upsert(conn, host=host, seconds_per_page=seconds, dpi=dpi)
+    logs.change("worker", "measured OCR", worker=worker_id, seconds_per_page=round(seconds, 2), dpi=dpi)
+    return seconds
