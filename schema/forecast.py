@@ -89,9 +89,9 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue
     (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
     if not files:
-        raise InvalidArgument("a forecast needs at least one file")
+        raise InvalidArgument("A forecast needs at least one file")
     if not is_priority(priority):
-        raise InvalidArgument(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
+        raise InvalidArgument(f"The priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
     spec = queue.get_agent(conn, agent)
     rates = learned_rates(conn, agent)
 

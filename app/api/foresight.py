@@ -115,7 +115,7 @@ async def list_batches(held: bool = Query(True, description="only held batches a
                        pool: ConnectionPool = Depends(get_pool)) -> list[HeldBatchOut]:
     """The batches held for review, newest first: nothing held is hidden."""
     if not held:
-        raise HTTPException(status_code=422, detail="only held batches are listed: leave held=true")
+        raise HTTPException(status_code=422, detail="Only held batches are listed here: leave held=true, or list tasks with /api/tasks")
     return [HeldBatchOut(**b.__dict__) for b in await foresight.held_batches(pool)]
 
 
@@ -133,7 +133,7 @@ async def release_batch(batch_id: int = PathParam(..., ge=1), who: Identity = De
     """Lets a held batch's tasks be claimed."""
     before = await _batch(pool, batch_id)
     if not before.held:
-        raise HTTPException(status_code=409, detail=f"batch {batch_id} is not held")
+        raise HTTPException(status_code=409, detail=f"Batch {batch_id} is not held: it was submitted or discarded already")
     await foresight.release_batch(pool, batch_id, actor=who.name)
     return await _batch(pool, batch_id)
 
