@@ -53,7 +53,7 @@ class Forecast:
     basis: str                  # where the rates came from, in words
     warning: str | None = None  # the agent cannot run, or a Retry-After pauses it: said before upload
     scanned_pages: int = 0      # pages without a text layer (read through OCR)
-    eta_low_seconds: float | None = None   # the ETA's likely range (25th to 75th percentile)
+    eta_low_seconds: float | None = None   # likely range: 10th-90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
     budget_warning: str | None = None      # the batch would take its customer past the monthly budget
 

@@ -26,6 +26,10 @@ STATIC_SPREAD = (0.5, 2.0)
 # OCR's page rate measured by a worker at start-up (one page, nothing else running in it) is a
 # prior, not a measure of runs: a range made on it reads at least from this share to this one.
 CALIBRATED_SPREAD = (0.6, 1.6)
+# However well the runs fit their lines, a forecast on a shared machine moves with the load between
+# what it learned from and what it forecasts (docs/BENCHMARKS.md: 0.63 to 1.39 of actual over
+# forecast): the range reads at least from this share of the figure to this one.
+LEARNED_SPREAD_FLOOR = (0.65, 1.35)
 # Fewer scans than this (LEARN_MIN): their seconds per page are their pages' share of the time
 # beyond the document base, pulled towards the prior as if the prior were PRIOR_WEIGHT pages read.
 SCAN_LINE_MIN = LEARN_MIN
@@ -50,7 +54,7 @@ class Rates:
     ocr_seconds_base: float = STATIC_SECONDS_BASE
     ocr_seconds_per_page: float = STATIC_OCR_SECONDS_PER_PAGE
     ocr_learned_from: int = 0
-    # How far actual run times strayed from the line: the 25th and 75th percentile of actual over
+    # How far actual run times strayed from the line: the 10th and 90th percentile of actual over
     # predicted (a forecast shows its figure times these as its range).
     spread: tuple[float, float] = STATIC_SPREAD
     ocr_prior: str = "static"   # where OCR's page rate came from before scans ran: "static" or "measured"
@@ -129,8 +133,8 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
         base = ocr_base
     # A few slow runs (a cold start, a busy moment) pull a least-squares line up: each kind's line is
     # scaled by the median of its runs' actual over predicted (text and scans apart: one kind's
-    # cold start says nothing of the other's), and the range is the 25th to the 75th percentile of
-    # every run around its kind's median.
+    # cold start says nothing of the other's), and the range is the 10th to the 90th percentile of
+    # every run around its kind's median, and at least LEARNED_SPREAD_FLOOR.
     spread = STATIC_SPREAD
     relative: list[float] = []
     for scans, line in ((False, (base, per_page)), (True, (ocr_base, ocr_per_page))):
@@ -147,7 +151,8 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
         else:
             base, per_page = base * median, per_page * median
     if len(relative) >= LEARN_MIN:
-        spread = (min(_quantile(relative, 0.25), 1.0), max(_quantile(relative, 0.75), 1.0))
+        spread = (min(_quantile(relative, 0.1), LEARNED_SPREAD_FLOOR[0]),
+                  max(_quantile(relative, 0.9), LEARNED_SPREAD_FLOOR[1]))
     compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
     # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
     parallelism = _overlap_while_queued(runs) if len(runs) >= LEARN_MIN else None
@@ -155,7 +160,8 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
         parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
     return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism,
                  ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
-                 spread=spread, ocr_prior=prior, mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)
+                 spread=spread, ocr_prior=prior,
+                 mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)
 
 
 

@@ -52,7 +52,7 @@ class ForecastOut(BaseModel):
     basis: str
     warning: str | None = None  # the agent cannot run (its documents would wait), or is paused
     scanned_pages: int = 0      # pages without a text layer, read through OCR
-    eta_low_seconds: float | None = None   # the ETA's likely range: 25th to 75th percentile
+    eta_low_seconds: float | None = None   # likely range: 10th to 90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
     budget_warning: str | None = None      # the batch would take its customer past its monthly budget
 
@@ -145,7 +145,7 @@ class PositionOut(BaseModel):
     exact: bool
     waiting: str | None
     eta_seconds: float | None
-    eta_low_seconds: float | None = None   # the likely range: 25th to 75th percentile
+    eta_low_seconds: float | None = None   # likely range: 10th to 90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
 
 
