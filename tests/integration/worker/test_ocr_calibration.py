@@ -26,3 +26,14 @@ def test_a_worker_measures_ocr_once_and_records_it_for_its_host(db_dsn, conn):
 
 def test_no_readable_page_measures_nothing(tmp_path):
     assert ocr_calibration.measure_seconds_per_page([tmp_path / "missing.pdf"]) is None
+
+
+def test_the_measured_page_is_a_scan_without_a_text_layer():
+    import pypdfium2
+
+    scan = ocr_calibration.as_scan((ocr_calibration.SAMPLES / ocr_calibration.PAGES[0]).read_bytes())
+    pdf = pypdfium2.PdfDocument(scan)
+    try:
+        assert len(pdf) == 1 and pdf[0].get_textpage().get_text_range().strip() == ""
+    finally:
+        pdf.close()
