@@ -226,7 +226,8 @@ def _priority(text: str) -> int:
     except ValueError:
         value = -1
     if not is_priority(value):
-        raise argparse.ArgumentTypeError(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, not {text!r}")
+        raise argparse.ArgumentTypeError(f"the priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, "
+                                         f"not {text!r}")
     return value
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
-from schema import figures
+from schema import figures, stats
 from schema.stats_types import Charts, Summary, TaskFilter, bucket_for_span
 
 T = TypeVar("T")
@@ -81,6 +81,9 @@ class FigureCache:
                       exact: bool = True) -> tuple[Summary, bool]:
         """The filter's summary, and whether it was read after `since` (see `shared`). Not `exact`:
         as of the last fold (what an open page shows), which spares the read of the unfolded marks."""
+        if flt.exact_only:
+            return await self.shared(("summary", flt), lambda: self._in_thread(stats.stats_summary_direct, flt),
+                                     since=since)
         held, current = await self._current(flt, since, exact)
         if held.summary is None:
             assert held.view is not None  # made by _current
@@ -89,6 +92,9 @@ class FigureCache:
 
     async def charts(self, flt: TaskFilter, *, since: float | None = None,
                      exact: bool = True) -> tuple[Charts, bool]:
+        if flt.exact_only:
+            return await self.shared(("charts", flt), lambda: self._in_thread(stats.stats_charts_exact, flt),
+                                     since=since)
         held, current = await self._current(flt, since, exact)
         if held.charts is None:
             assert held.view is not None  # made by _current

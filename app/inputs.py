@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 
 from schema.models import TaskStatus
-from schema.stats_types import TaskFilter
+from schema.stats_types import HELD, TaskFilter
 
-STATUSES = [s.value for s in TaskStatus]
+STATUSES = [s.value for s in TaskStatus] + [HELD]  # the filter's: held is queued and held for review
 MAX_ID = 2**63 - 1  # ids are bigint
 
 

@@ -102,8 +102,22 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from nicegui.storage import Storage
 
     from app import auth, guard, live, sockets, submitting
-    from app.api import agents, callbacks, docs, events, export, foresight, health, review, session, summary, tasks
+    from app.api import (
+        agents,
+        callbacks,
+        docs,
+        errors,
+        events,
+        export,
+        foresight,
+        health,
+        review,
+        session,
+        summary,
+        tasks,
+    )
     from app.pages import dashboard, login, task_detail, upload  # noqa: F401  (registers the pages)
+    from app.pages import review as review_page  # noqa: F401  (registers the page)
     from schema.db import make_pool
     from worker.listener import Listener
 
@@ -120,6 +134,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     # A request waits at most a few seconds for a connection: during an outage the API answers 503.
     app.state.pool = make_pool(dsn, max_size=16, name="quire-app", timeout=5, reconnect_timeout=5)
     guard.install(app, settings)
+    errors.install(app)
     for module in (tasks, summary, events, health, session, callbacks, export, foresight, agents, review):
         app.include_router(module.router)
     docs.install(app, title="Quire API", version="0.1.0",

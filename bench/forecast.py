@@ -10,7 +10,8 @@ samples plus documents from bench/corpus.py, 1 to 12 pages) is submitted held, i
 released, and followed to the end. Prints forecast and actual cost and duration, and their ratio.
 With --scans N, N of the batch's documents are image-only PDFs (bench/realworld/scan.py: rendered,
 tilted, speckled, JPEG), read through Tesseract; the warm-up then has half as many scans (at
-least 3).
+least 3). With --warmup 0 nothing runs before the batch: its forecast is made from a cold start
+(static rates for text, OCR as the worker measured it at start-up).
 """
 
 from __future__ import annotations
@@ -104,12 +105,27 @@ def wait_done(http: httpx.Client, batch_id: int, timeout: float) -> dict:
     raise SystemExit(f"batch {batch_id} did not finish within {timeout:.0f} s")
 
 
+def wait_calibration(dsn: str, timeout: float) -> float:
+    """The worker's start-up measure of OCR, once recorded."""
+    from schema import calibration, db
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with db.connect(dsn) as conn:
+            measured = calibration.ocr_calibration_latest(conn)
+        if measured is not None:
+            return measured.seconds_per_page
+        time.sleep(1)
+    raise SystemExit(f"the worker recorded no OCR measure within {timeout:.0f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dsn", default=os.environ.get("QUIRE_TEST_DATABASE_URL"),
                         help="a Postgres server to create the bench database on (default: embedded)")
     parser.add_argument("--documents", type=int, default=60)
-    parser.add_argument("--warmup", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=12,
+                        help="documents run before the batch to learn from (0: a cold start, nothing learned)")
     parser.add_argument("--concurrency", type=int, default=3)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--scans", type=int, default=0, help="image-only PDFs among the documents (read by OCR)")
@@ -159,22 +175,30 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
             if time.monotonic() > deadline or app.poll() is not None:
                 raise SystemExit(f"the app did not start:\n{(work / 'server.log').read_text()[-3000:]}")
             time.sleep(0.2)
-        warm_docs = corpus(args.warmup, args.seed + 1)
         if args.scans:
-            warm_docs += scans(max(3, args.scans // 2), args.seed + 1, pages=(1, 2, 3, 6))
-            random.Random(args.seed).shuffle(warm_docs)
-        warm = submit(http, warm_docs, hold=False)
-        wait_done(http, warm["batch_id"], timeout=1800)
+            # The worker times OCR on this machine at start-up: the forecast's prior for scans.
+            print(f"OCR measured at start-up: {wait_calibration(dsn, timeout=300):.2f} s a page")
+        if args.warmup:
+            warm_docs = corpus(args.warmup, args.seed + 1)
+            if args.scans:
+                warm_docs += scans(max(3, args.scans // 2), args.seed + 1, pages=(1, 2, 3, 6))
+                random.Random(args.seed).shuffle(warm_docs)
+            warm = submit(http, warm_docs, hold=False)
+            wait_done(http, warm["batch_id"], timeout=1800)
         docs = corpus(args.documents - args.scans, args.seed) + scans(args.scans, args.seed)
         random.Random(args.seed + 2).shuffle(docs)
         held = submit(http, docs, hold=True)
         plan = held["forecast"]
+        load_before = os.getloadavg()
         started = time.monotonic()
         http.post(f"/api/batches/{held['batch_id']}/release").raise_for_status()
         batch = wait_done(http, held["batch_id"], timeout=1800)
         wall = time.monotonic() - started
         cost_f = (plan["llm_cost_usd"] or 0.0) + plan["compute_cost_usd"]
         cost_a = batch["actual_llm_cost_usd"] + batch["actual_compute_cost_usd"]
+        load_after = os.getloadavg()
+        print(f"load average (1, 5, 15 min): at release {', '.join(f'{x:.1f}' for x in load_before)}; "
+              f"at the end {', '.join(f'{x:.1f}' for x in load_after)}")
         print(f"batch: {plan['documents']} documents, {plan['pages']} pages ({plan.get('scanned_pages', 0)} scanned), "
               f"concurrency {plan['concurrency']}, {plan['basis']}")
         if plan.get("eta_low_seconds") is not None:

@@ -63,7 +63,7 @@ def _budget(value: object) -> Decimal | None:
 
 def _customer(name: object) -> str:
     if not isinstance(name, str) or not name.strip() or "\x00" in name or len(name) > 200:
-        raise InvalidArgument("customer must be a non-empty name of at most 200 characters")
+        raise InvalidArgument("A customer name must not be empty, and is at most 200 characters long")
     return name.strip()
 
 

@@ -13,22 +13,9 @@ from psycopg.types.json import Jsonb
 from schema import customers, queue
 from schema.errors import InvalidArgument, InvalidTransition, NotFound
 from schema.models import MAX_PRIORITY, MIN_PRIORITY, is_priority
+from schema.rates import CALIBRATED_SPREAD, LEARN_MIN, LEARNED_MARGIN, STATIC_SPREAD, Rates, learned_rates
 from schema.sql import fetch_all, fetch_one, fetch_row, require_idle
 
-# Completed attempts an agent's rates are learned from, newest first.
-LEARN_WINDOW = 500
-# Fewer completed attempts than this and the static rates stand.
-LEARN_MIN = 3
-# Until an agent has run anything: seconds per document and per page, and the output token share.
-STATIC_SECONDS_BASE = 6.0
-STATIC_SECONDS_PER_PAGE = 1.5
-# A scanned page goes through OCR (Tesseract at 300 dpi): about 10 s a page on a small machine.
-STATIC_OCR_SECONDS_PER_PAGE = 8.0
-# Until attempts teach the spread: a forecast reads from this share of its figure to this one.
-STATIC_SPREAD = (0.5, 2.0)
-STATIC_OUTPUT_SHARE = 0.15
-# quire_learned_tokens reserves 10% over the learned line; a forecast wants the line itself.
-LEARNED_MARGIN = 1.1
 # Work ahead is read up to this many queued tasks; past it, the count is the planner's estimate.
 AHEAD_BOUND = 20_000
 # Until a cascade agent has run anything: the share of the LLM extractor's tokens it is expected
@@ -44,32 +31,6 @@ class FileFacts:
     document_bytes: int | None = None
     einvoice: bool = False      # read from its XML: no model tokens, whatever the extractor
     scanned: bool = False       # no text layer: its pages go through OCR
-
-
-@dataclass(frozen=True)
-class Rates:
-    """An agent's rates: learned from its completed attempts where there are enough, else static."""
-
-    token_scale: float          # actual tokens per statically estimated token
-    output_share: float
-    seconds_base: float         # wall seconds of one attempt = base + per_page * pages
-    seconds_per_page: float
-    compute_share: float        # compute seconds billed per wall second
-    learned_from: int           # completed attempts behind the figures (0: static)
-    parallelism: float | None = None  # work that ran at once while any ran, observed (None: unknown)
-    # A document without a text layer goes through OCR: its own line, learned apart.
-    ocr_seconds_base: float = STATIC_SECONDS_BASE
-    ocr_seconds_per_page: float = STATIC_OCR_SECONDS_PER_PAGE
-    ocr_learned_from: int = 0
-    # How far actual run times strayed from the line: the 25th and 75th percentile of actual over
-    # predicted (a forecast shows its figure times these as its range).
-    spread: tuple[float, float] = STATIC_SPREAD
-    mean_seconds: float | None = None  # wall seconds of its recent attempts on average (None: too few)
-
-    def seconds(self, pages: float, documents: float = 1, ocr_pages: float = 0, ocr_documents: float = 0) -> float:
-        """Wall seconds of documents with text (`pages` over `documents`) and of scans."""
-        return (self.seconds_base * documents + self.seconds_per_page * pages
-                + self.ocr_seconds_base * ocr_documents + self.ocr_seconds_per_page * ocr_pages)
 
 
 @dataclass(frozen=True)
@@ -92,105 +53,12 @@ class Forecast:
     basis: str                  # where the rates came from, in words
     warning: str | None = None  # the agent cannot run, or a Retry-After pauses it: said before upload
     scanned_pages: int = 0      # pages without a text layer (read through OCR)
-    eta_low_seconds: float | None = None   # the ETA's likely range (25th to 75th percentile)
+    eta_low_seconds: float | None = None   # likely range: 10th-90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
     budget_warning: str | None = None      # the batch would take its customer past the monthly budget
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _line(rows: list[dict[str, Any]], base: float, per_page: float) -> tuple[float, float, int]:
-    """Least squares of wall seconds on pages (with one page count only, the mean per document);
-    the given line until there are LEARN_MIN rows."""
-    n = len(rows)
-    if n < LEARN_MIN:
-        return base, per_page, 0
-    sp = sum(r["pages"] for r in rows)
-    ss = sum(r["wall_s"] for r in rows)
-    spp = sum(r["pages"] ** 2 for r in rows)
-    sps = sum(r["pages"] * r["wall_s"] for r in rows)
-    denominator = n * spp - sp ** 2
-    slope = max((n * sps - sp * ss) / denominator if denominator > 1e-9 else 0.0, 0.0)
-    return max((ss - slope * sp) / n, 0.0), slope, n
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    at = q * (len(ordered) - 1)
-    low = math.floor(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
-
-
-def _overlap_while_queued(runs: list[dict[str, Any]]) -> float | None:
-    """How many runs went at once while work was waiting: within each stretch of back-to-back runs,
-    from its first start to its last (after the last start nothing waited, and the tail would read
-    as lost overlap). None when no stretch had two starts apart in time."""
-    spans = sorted((r["started_at"], r["finished_at"]) for r in runs)
-    stretches: list[list[tuple]] = []
-    busy_until = None
-    for start, end in spans:
-        if busy_until is None or start > busy_until:
-            stretches.append([])
-        stretches[-1].append((start, end))
-        busy_until = end if busy_until is None or start > busy_until else max(busy_until, end)
-    ran = window = 0.0
-    for stretch in stretches:
-        first, last = stretch[0][0], max(s for s, _ in stretch)
-        length = (last - first).total_seconds()
-        if len(stretch) < 2 or length <= 0:
-            continue
-        window += length
-        ran += sum(max(0.0, (min(e, last) - max(s, first)).total_seconds()) for s, e in stretch)
-    return ran / window if window > 0 else None
-
-
-def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
-    """The one place forecasts read an agent's rates from: tokens from its completed attempts, and
-    seconds per document and page learned apart for text and for scans, per agent and extractor."""
-    spec = queue.get_agent(conn, agent)
-    extractor = (spec.settings or {}).get("extractor")
-    runs = fetch_all(conn, "agent_learned_seconds_list", {"agent": agent, "extractor": extractor,
-                                                          "window": LEARN_WINDOW})
-    text_runs = [r for r in runs if not r["ocr"]]
-    scan_runs = [r for r in runs if r["ocr"]]
-    r = fetch_row(conn, "agent_learned_rates_one", {"agent": agent, "window": LEARN_WINDOW})
-    n = r["n"]
-    scale, share = 1.0, STATIC_OUTPUT_SHARE
-    if r["n_usage"] >= LEARN_MIN and r["estimated_tokens"] > 0:
-        scale = r["tokens"] / r["estimated_tokens"]
-        share = r["output_tokens"] / r["tokens"] if r["tokens"] else STATIC_OUTPUT_SHARE
-    base, per_page, text_n = _line(text_runs, STATIC_SECONDS_BASE, STATIC_SECONDS_PER_PAGE)
-    # Until scans have taught their own line: the text line's document base, and OCR's static page rate.
-    ocr_base, ocr_per_page, ocr_n = _line(scan_runs, base, max(per_page, STATIC_OCR_SECONDS_PER_PAGE))
-    if not text_n and ocr_n:  # only scans ran so far: their base stands for text documents too
-        base = ocr_base
-    spread = STATIC_SPREAD
-    if text_n + ocr_n >= LEARN_MIN:
-        ratios = []
-        for run in runs:
-            b, k = (ocr_base, ocr_per_page) if run["ocr"] else (base, per_page)
-            predicted = b + k * run["pages"]
-            if predicted > 0:
-                ratios.append(run["wall_s"] / predicted)
-        if len(ratios) >= LEARN_MIN:
-            # A few slow runs (a cold start, a busy moment) pull a least-squares line up: the
-            # forecast is the line times the median of actual over predicted, and its range the
-            # 25th to the 75th percentile around it.
-            median = _quantile(ratios, 0.5)
-            if median > 0:
-                base, per_page = base * median, per_page * median
-                ocr_base, ocr_per_page = ocr_base * median, ocr_per_page * median
-                spread = (min(_quantile(ratios, 0.25) / median, 1.0), max(_quantile(ratios, 0.75) / median, 1.0))
-    compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
-    # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
-    parallelism = _overlap_while_queued(runs) if len(runs) >= LEARN_MIN else None
-    if parallelism is None:
-        parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
-    return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism,
-                 ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
-                 spread=spread, mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)
 
 
 def file_tokens(conn: psycopg.Connection, agent: str, files: list[FileFacts], rates: Rates,
@@ -221,9 +89,9 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue
     (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
     if not files:
-        raise InvalidArgument("a forecast needs at least one file")
+        raise InvalidArgument("A forecast needs at least one file")
     if not is_priority(priority):
-        raise InvalidArgument(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
+        raise InvalidArgument(f"The priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
     spec = queue.get_agent(conn, agent)
     rates = learned_rates(conn, agent)
 
@@ -274,9 +142,18 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
              else "static estimates (no completed attempts yet)")
     scanned = sum(p for f, p in zip(files, pages) if f.scanned)
+    spread = rates.spread
     if scanned:
-        basis += (f"; OCR time learned from {rates.ocr_learned_from} scans" if rates.ocr_learned_from
-                  else "; OCR time estimated (no scans run yet)")
+        if rates.ocr_learned_from:
+            basis += f"; OCR time learned from {rates.ocr_learned_from} scans"
+        elif rates.ocr_prior == "measured":
+            basis += "; OCR time as measured on the worker's machine (no scans run yet)"
+        else:
+            basis += "; OCR time estimated (no scans run yet)"
+        # A page rate no scan has confirmed yet: the range is a prior's, whatever text taught.
+        if rates.ocr_learned_from < LEARN_MIN:
+            wide = CALIBRATED_SPREAD if rates.ocr_prior == "measured" else STATIC_SPREAD
+            spread = (min(spread[0], wide[0]), max(spread[1], wide[1]))
     warning = None
     if spec.cannot_run:
         warning = (f"Agent {agent} cannot run: {spec.cannot_run}. Its documents wait until that is fixed, "
@@ -300,7 +177,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
                     work_seconds=round(work, 3), eta_seconds=round(eta, 3), ahead_tasks=queued + in_flight,
                     ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis,
                     warning=warning, scanned_pages=scanned,
-                    eta_low_seconds=round(eta * rates.spread[0], 3), eta_high_seconds=round(eta * rates.spread[1], 3),
+                    eta_low_seconds=round(eta * spread[0], 3), eta_high_seconds=round(eta * spread[1], 3),
                     budget_warning=budget_warning)
 
 

@@ -1152,6 +1152,19 @@ CREATE TABLE public.customers (
 );
 
 --
+-- Name: ocr_calibrations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ocr_calibrations (
+    host text NOT NULL,
+    seconds_per_page double precision NOT NULL,
+    dpi double precision NOT NULL,
+    measured_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT ocr_calibrations_dpi_check CHECK ((dpi > (0)::double precision)),
+    CONSTRAINT ocr_calibrations_seconds_per_page_check CHECK ((seconds_per_page > (0)::double precision))
+);
+
+--
 -- Name: review_corrections; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1612,7 +1625,8 @@ CREATE VIEW public.task_list_rows AS
     s.llm_cost_usd,
     s.compute_cost_usd,
     (COALESCE(s.input_tokens, (0)::bigint) + COALESCE(s.output_tokens, (0)::bigint)) AS tokens,
-    t.held_seconds
+    t.held_seconds,
+    t.held
    FROM (public.tasks t
      LEFT JOIN LATERAL ( SELECT (sum(a.input_tokens))::bigint AS input_tokens,
             (sum(a.output_tokens))::bigint AS output_tokens,
@@ -1782,6 +1796,13 @@ ALTER TABLE ONLY public.customer_month_spend
 
 ALTER TABLE ONLY public.customers
     ADD CONSTRAINT customers_pkey PRIMARY KEY (name);
+
+--
+-- Name: ocr_calibrations ocr_calibrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ocr_calibrations
+    ADD CONSTRAINT ocr_calibrations_pkey PRIMARY KEY (host);
 
 --
 -- Name: review_corrections review_corrections_pkey; Type: CONSTRAINT; Schema: public; Owner: -

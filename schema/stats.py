@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -129,6 +129,8 @@ def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
     """Exact from the rollups, which hold every dashboard filter. An estimate (the planner's) only
     while a backlog is folded in the background (a bulk load): the exact figure would read every
     marked task."""
+    if flt.exact_only:  # held tasks are few, and the rollups do not key them
+        return TaskCount(_run(conn, "task_count_exact", flt.params())[0]["n"])
     if rollups.rollup_backlog(conn).catching_up:
         plan = _run(conn, "task_count_estimate", flt.params())[0]
         return TaskCount(int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"]), exact=False)
@@ -197,6 +199,14 @@ def stats_charts_direct(conn: psycopg.Connection, flt: TaskFilter, *, start: dat
                   cost_by_agent=_run(conn, "stats_cost_by_agent", params),
                   cost_by_customer=_run(conn, "stats_cost_by_customer", params),
                   latency_bins=latency_bins, confidence_bins=confidence_bins)
+
+
+def stats_charts_exact(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | None = None) -> Charts:
+    """Charts read from the tasks themselves over the filter's span: for a filter the rollups do not
+    key (held)."""
+    first = _run(conn, "task_first_created_exact", flt.params())[0]["first"]
+    return stats_charts_direct(conn, flt, start=flt.date_from or first,
+                               end=flt.date_to or (now or datetime.now(UTC) if first else None))
 
 
 def stats_compute_measured_filtered(conn: psycopg.Connection, flt: TaskFilter) -> dict[str, Any]:

@@ -16,6 +16,10 @@ import pytest
 from schema import db
 from schema.migrate import migrate
 
+# A worker started in a test does not time OCR at start-up (seconds of CPU each): the test of that
+# measure asks for it.
+os.environ.setdefault("QUIRE_OCR_CALIBRATION", "false")
+
 
 @pytest.fixture(scope="session")
 def pg_server_dsn() -> str:

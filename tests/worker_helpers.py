@@ -74,7 +74,7 @@ def quire_env(dsn: str, data_dir: Path, **extra: Any) -> dict[str, str]:
     """The environment of a `quire` process on the test's database; no QUIRE_* leaks in from outside."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUIRE_", "MLFLOW_"))}
     env.update(QUIRE_DATABASE_URL=dsn, QUIRE_DATA_DIR=str(data_dir), QUIRE_CONFIG=str(data_dir / "quire.toml"),
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", QUIRE_OCR_CALIBRATION="false")  # seconds of CPU a start: asked for
     env.update({f"QUIRE_{k.upper()}": str(v) for k, v in extra.items() if v is not None})
     return env
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from schema import db, queue
 from schema.settings import Settings
-from worker import logs
+from worker import logs, ocr_calibration
 from worker.agent_check import check_agents
 from worker.billing import BillingConfig, BillingReconciler
 from worker.claim_config import ClaimerConfig
@@ -155,6 +155,8 @@ class WorkerDaemon:
             await call(self._check_agents, pool, executors)
         except Exception as exc:  # the claim still skips agents already found misconfigured
             logs.problem("check agents", exc, worker=self.worker_id)
+        if self.settings.ocr_calibration:  # beside the first claims; never awaited: a stop does not wait on it
+            call(self._calibrate_ocr, pool)
         claim_wake, beat_wake, drained = Wakeup(loop), Wakeup(loop), Wakeup(loop)
 
         def settled() -> None:
@@ -256,6 +258,13 @@ class WorkerDaemon:
         """Marks agents this worker cannot run as configured: nothing is claimed for them."""
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
+
+    def _calibrate_ocr(self, pool: ConnectionPool) -> None:
+        """Times OCR on this machine for the forecasts' prior; a failure changes nothing."""
+        try:
+            ocr_calibration.calibrate(pool, self.worker_id)
+        except Exception as exc:
+            logs.problem("measure OCR", exc, worker=self.worker_id)
 
     def _agent_configs(self) -> list:
         """The configured agents, or none when the configuration cannot be read here."""

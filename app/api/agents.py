@@ -77,11 +77,11 @@ async def pause_agent(body: PauseIn, name: str = AGENT_NAME, who: Identity = Dep
     _no_nul(name)
     until = body.until if body.until is None or body.until.tzinfo else body.until.replace(tzinfo=UTC)
     if until is not None and until <= datetime.now(UTC):
-        raise HTTPException(status_code=422, detail="the time to resume must be in the future")
+        raise HTTPException(status_code=422, detail="The time to resume must be in the future")
     try:
         agent = await actions.pause_agent(pool, name, actor=who.actor, until=until, reason=body.reason)
     except UnknownAgent as exc:
-        raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
+        raise HTTPException(status_code=404, detail=f"There is no agent named {name!r}") from exc
     except (InvalidArgument, ValueError) as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
     return AgentOut.model_validate(agent)
@@ -96,7 +96,7 @@ async def resume_agent(name: str = AGENT_NAME, _: Identity = Depends(require_ope
     try:
         agent = await actions.resume_agent(pool, name)
     except UnknownAgent as exc:
-        raise HTTPException(status_code=404, detail=f"there is no agent named {name!r}") from exc
+        raise HTTPException(status_code=404, detail=f"There is no agent named {name!r}") from exc
     return AgentOut.model_validate(agent)
 
 
@@ -107,6 +107,6 @@ async def clear_halt(name: str = AGENT_NAME, _: Identity = Depends(require_opera
     """Lets a halted agent's tasks be claimed again (after its endpoint or key was fixed)."""
     _no_nul(name)
     if not await actions.clear_agent_halt(pool, name):
-        raise HTTPException(status_code=409, detail=f"agent {name!r} is not halted")
+        raise HTTPException(status_code=409, detail=f"Agent {name!r} is not halted: there is nothing to resume")
     services.forget_live(pool)
     return None

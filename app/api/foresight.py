@@ -53,7 +53,7 @@ class ForecastOut(BaseModel):
     basis: str
     warning: str | None = None  # the agent cannot run (its documents would wait), or is paused
     scanned_pages: int = 0      # pages without a text layer, read through OCR
-    eta_low_seconds: float | None = None   # the ETA's likely range: 25th to 75th percentile
+    eta_low_seconds: float | None = None   # likely range: 10th to 90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
     budget_warning: str | None = None      # the batch would take its customer past its monthly budget
 
@@ -116,7 +116,7 @@ async def list_batches(held: bool = Query(True, description="only held batches a
                        pool: ConnectionPool = Depends(get_pool)) -> list[HeldBatchOut]:
     """The batches held for review, newest first: nothing held is hidden."""
     if not held:
-        raise HTTPException(status_code=422, detail="only held batches are listed: leave held=true")
+        raise HTTPException(status_code=422, detail="Only held batches are listed here: leave held=true, or list tasks with /api/tasks")
     return [HeldBatchOut(**b.__dict__) for b in await foresight.held_batches(pool)]
 
 
@@ -134,7 +134,7 @@ async def release_batch(batch_id: int = PathParam(..., ge=1), who: Identity = De
     """Lets a held batch's tasks be claimed."""
     before = await _batch(pool, batch_id)
     if not before.held:
-        raise HTTPException(status_code=409, detail=f"batch {batch_id} is not held")
+        raise HTTPException(status_code=409, detail=f"Batch {batch_id} is not held: it was submitted or discarded already")
     await foresight.release_batch(pool, batch_id, actor=who.actor)
     return await _batch(pool, batch_id)
 
@@ -146,7 +146,7 @@ class PositionOut(BaseModel):
     exact: bool
     waiting: str | None
     eta_seconds: float | None
-    eta_low_seconds: float | None = None   # the likely range: 25th to 75th percentile
+    eta_low_seconds: float | None = None   # likely range: 10th to 90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
 
 

@@ -36,7 +36,7 @@ NARROW_PX = 700
 
 def deltas_apply(flt: TaskFilter) -> bool:
     """Whether events alone say a task is in the filter (they carry agent and status only)."""
-    return not (flt.customers or flt.date_from or flt.date_to or flt.needs_review)
+    return not (flt.customers or flt.date_from or flt.date_to or flt.needs_review or flt.exact_only)
 
 
 def apply_deltas(summary: Summary, flt: TaskFilter, events: list[StreamEvent]) -> Summary:

@@ -3,7 +3,9 @@
 -- so that every figure reads the same set of tasks. NULL means "no filter" for each parameter.
 (%(date_from)s::timestamptz IS NULL OR t.created_at >= %(date_from)s::timestamptz)
 AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz)
-AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[]))
+-- "held" is a status of the filter, not of the task: queued, and held for review by an operator.
+AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[])
+     OR (t.held AND t.status = 'enqueued' AND 'held' = ANY(%(statuses)s::text[])))
 AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
 AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
 AND (NOT %(needs_review)s::boolean OR quire_needs_review(t.status, t.confidence))
@@ -81,6 +83,14 @@ SELECT t.* FROM task_list_rows t
 WHERE {task_filter} AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
 ORDER BY t.id DESC
 LIMIT %(limit)s;
+
+-- name: task_count_exact
+-- How many tasks the filters select, counted from the tasks (a filter the rollups do not hold: held).
+SELECT count(*) AS n FROM tasks t WHERE {task_filter};
+
+-- name: task_first_created_exact
+-- When the first of the filtered tasks was submitted: the start of a chart read from the tasks.
+SELECT min(t.created_at) AS first FROM tasks t WHERE {task_filter};
 
 -- name: task_count_estimate
 -- The planner's estimate of how many tasks the filters select: costs planning, reads no rows.

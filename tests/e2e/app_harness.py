@@ -80,7 +80,8 @@ class AppServer:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("QUIRE_", "PYTEST_", "DATABRICKS_", "NICEGUI_"))}
         env.update(QUIRE_DATABASE_URL=self.dsn, QUIRE_DATA_DIR=str(self.data_dir), QUIRE_PORT=str(self.port),
-                   QUIRE_HOST="127.0.0.1", QUIRE_OPERATOR_TOKEN=TOKEN, QUIRE_WORKER="off")
+                   QUIRE_HOST="127.0.0.1", QUIRE_OPERATOR_TOKEN=TOKEN, QUIRE_WORKER="off",
+                   QUIRE_OCR_CALIBRATION="false")  # a test that wants the measure asks for it
         env.update(self.env)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # The data dir is the working directory: no quire.toml there, so the default agent is used.

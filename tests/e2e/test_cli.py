@@ -88,7 +88,7 @@ def test_submit_rejects_bad_files_with_clear_messages_and_writes_nothing_for_the
 def test_bad_arguments_exit_non_zero_with_an_error_and_store_nothing(quire, tmp_path, conn):
     pdf = make_pdf(tmp_path / "a.pdf")
     proc = quire("submit", str(pdf), "--priority", "12", check=False)
-    assert proc.returncode == 2 and "priority must be from 0 to 9" in proc.stderr
+    assert proc.returncode == 2 and "the priority must be a whole number from 0 to 9" in proc.stderr
     proc = quire("submit", str(pdf), "--agent", "nobody", check=False)
     assert proc.returncode == 2 and "unknown agent 'nobody'" in proc.stderr
     assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 0

@@ -98,3 +98,63 @@ def test_the_ceiling_and_the_guarantee_hold_under_racing_claimers(conn, connect)
         if steady_left:
             assert r.get("steady", 0) >= min(2, steady_left)
         steady_left -= r.get("steady", 0)
+
+
+def test_the_ceiling_holds_when_a_backoff_ends_between_racing_claims(conn, connect):
+    """Claims that race see different queues when a task's backoff ends between their moments:
+    the earlier one takes the customer's oldest ready tasks, the later one the task just due (older
+    than all of them). Each would start up to the ceiling on its own; only claims that take turns,
+    each counting what the one before it started, keep the customer under it."""
+    ceiling, claimers, rounds = 3, 8, 40
+    make_agent(conn)
+    base = _clock(conn) - timedelta(hours=1)
+    for i in range(200):
+        make_task(conn, customer="burst", now=base - timedelta(hours=1) + timedelta(milliseconds=i))
+    due = [make_task(conn, customer="burst", now=base - timedelta(hours=2) + timedelta(milliseconds=r)).id
+           for r in range(rounds)]
+    # Each round's task was backing off until two seconds into the round (a retry's backoff).
+    for r, task_id in enumerate(due):
+        conn.execute("UPDATE tasks SET run_after = %s WHERE id = %s",
+                     [base + timedelta(seconds=10 * r + 2), task_id])
+    customers.customer_shares_apply_config(conn, {"burst": (None, ceiling)})
+    watch = connect()
+    running, errors = [], []
+
+    def measure():
+        running.append(watch.execute("SELECT count(*) AS n FROM tasks WHERE status = 'processing' "
+                                     "AND customer = 'burst'").fetchone()["n"])
+
+    claimed = threading.Barrier(claimers, action=measure)
+    start = threading.Barrier(claimers)
+
+    def claimer(seed):
+        rng = random.Random(seed)
+        c = connect()
+        try:
+            for r in range(rounds):
+                # Half the claimers claim at the round's start, half five seconds in: the round's
+                # task is due for the second half only.
+                moment = base + timedelta(seconds=10 * r + (5 if seed % 2 else 0))
+                start.wait(timeout=60)
+                got = queue.claim(c, agent="docs", worker_id=f"w{seed}", limit=rng.randint(1, 4), now=moment)
+                claimed.wait(timeout=60)
+                for claim in got:
+                    queue.apply_callback(c, claim.attempt_id,
+                                         {"status": "completed", "result": {"ok": True}, "confidence": 0.9})
+        except Exception as exc:  # collected and asserted below
+            errors.append(exc)
+            start.abort()
+            claimed.abort()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert errors == []
+    assert len(running) == rounds
+    assert max(running) == ceiling, running
+    # The tasks that came due were claimed too: the race was between two different queues.
+    done = conn.execute("SELECT count(*) AS n FROM tasks WHERE id = ANY(%s) AND status = 'completed'",
+                        [due]).fetchone()["n"]
+    assert done > 0
