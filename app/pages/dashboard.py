@@ -16,6 +16,7 @@ from app.components.agent_controls import AgentControls
 from app.components.agent_problems import AgentProblems
 from app.components.budgets import BudgetBoard
 from app.components.charts import ChartsBoard
+from app.components.due import Due
 from app.components.filters import FilterBar, FilterValues
 from app.components.held_batches import HeldBatches
 from app.components.kpis import KpiBoard
@@ -66,12 +67,10 @@ class Dashboard:
         # Counts and charts refresh apart: a slow chart redraw never holds back a count.
         self.counts_lock = asyncio.Lock()
         self.charts_lock = asyncio.Lock()
-        self.charts_dirty = False
-        self.charts_at = 0.0
-        self.counts_dirty = False
+        # When each section is read again (the table goes with the counts, when events touch it).
+        self.counts_due, self.table_due = Due(REFRESH_MIN_SECONDS), Due(0)
+        self.charts_due, self.review_due, self.budgets_due = Due(CHART_MIN_SECONDS), Due(REFRESH_MIN_SECONDS), Due(0)
         self.events_seen = 0
-        self.table_dirty = False
-        self.counts_at = 0.0
         # When the page last learnt the figures changed (events, the poll, a new filter, an action):
         # what it shows must have been read after that, else it asks again a second later.
         self.changed_at = time.monotonic()
@@ -95,13 +94,10 @@ class Dashboard:
         self.charts = ChartsBoard()
         self.review_board = ReviewBoard(
             lambda kind: self.filters.export_url(kind).replace("/api/export.", "/api/review/export."), self.review_url)
-        self.review_dirty = False
-        self.review_at = 0.0
         self.table = TaskTable(who, self.after_action)
         self.table.filter = self.filter
         self.filters.validate()  # a shared link may carry dates that cannot be used: say so
         self.budgets = BudgetBoard(who, self.save_budget)
-        self.budgets_dirty = False
 
     async def fit_screen(self) -> None:
         """Folds the filters and shows cards on a phone; the server cannot know the width before this."""
@@ -129,11 +125,12 @@ class Dashboard:
             self.catching_up.text = note or ""
             self.catching_up.set_visibility(note is not None)
             if not current:
-                self.counts_dirty = True
+                self.counts_due.mark()
             if table:
                 self.table.total_hint = summary.total if self.table.filter == flt else None
                 if not await self.table.refresh(since=since):
-                    self.counts_dirty = self.table_dirty = True
+                    self.counts_due.mark()
+                    self.table_due.mark()
             limits, _ = await services.live(self.pool, "adaptive_limits", lambda: services.adaptive_limits(self.pool),
                                             since=since)
             self.throttles.text = "; ".join(limits)
@@ -145,7 +142,7 @@ class Dashboard:
             charts, current = await services.live_charts(self.pool, flt, since=self.changed_at)
             if flt == self.filter:
                 self.charts.update(charts)
-                self.charts_at, self.charts_dirty = time.monotonic(), not current
+                self.charts_due.settle(current=current)
 
     async def refresh_all(self) -> None:
         await self.refresh_counts()
@@ -172,7 +169,7 @@ class Dashboard:
         figures = await reviews.figures(self.pool, flt)
         if flt == self.filter:
             self.review_board.update(figures)
-            self.review_dirty, self.review_at = False, time.monotonic()
+            self.review_due.settle()
 
     async def refresh_held(self) -> None:
         """The batches held for review (listed whatever the filter: none is hidden)."""
@@ -204,7 +201,7 @@ class Dashboard:
         budgets, current = await services.live(self.pool, "budgets", lambda: foresight.budgets(self.pool),
                                                since=self.changed_at)
         self.budgets.update(budgets)
-        self.budgets_dirty = self.budgets_dirty or not current
+        self.budgets_due.settle(current=current)
 
     async def refresh_agent_problems(self, *, live: bool = True) -> None:
         """The agents that cannot run, and which of them an operator may clear (halted ones)."""
@@ -287,37 +284,35 @@ class Dashboard:
 
     async def on_events(self, events: list[StreamEvent], lagged: bool) -> None:
         """Applies the events' status changes to the counts at once; the database is read later, throttled."""
-        self.charts_dirty = self.counts_dirty = True
+        self.charts_due.mark()
+        self.counts_due.mark()
         self.changed_at = time.monotonic()
         if lagged or any(e.status in (TaskStatus.COMPLETED, TaskStatus.FAILED) for e in events):
-            self.budgets_dirty = True  # spend is recorded with the report that ends a task
+            self.budgets_due.mark()  # spend is recorded with the report that ends a task
         self.events_seen += len(events) + int(lagged)
         shown = {row["id"] for row in self.table.table.rows}
         # The table is read again only when the events can change what it shows.
         if (lagged or self.table.pagination.get("sortBy") not in (None, "id", "created_at")
                 or any(e.task_id in shown or e.prev_status is None or e.status in self.filter.statuses
                        for e in events)):
-            self.table_dirty = True
+            self.table_due.mark()
         if not lagged and self.summary is not None:
             self.summary = apply_deltas(self.summary, self.filter, events)
             self.kpis.update(self.summary)
 
     async def refresh_if_due(self) -> None:
         """At most one database refresh per REFRESH_MIN_SECONDS, whatever the rate of events."""
-        if self.counts_dirty and time.monotonic() - self.counts_at >= REFRESH_MIN_SECONDS:
-            self.counts_dirty, self.counts_at = False, time.monotonic()
-            table, self.table_dirty = self.table_dirty, False
-            await self.refresh_counts(table=table)
+        if self.counts_due.take():
+            await self.refresh_counts(table=self.table_due.take())
             await self.refresh_held()
         await self.redraw_charts_if_due()
 
     async def redraw_charts_if_due(self) -> None:
-        if self.charts_dirty and time.monotonic() - self.charts_at >= CHART_MIN_SECONDS:
+        if self.charts_due.take():
             await self.refresh_charts()
-        if self.budgets_dirty:
-            self.budgets_dirty = False
+        if self.budgets_due.take():
             await self.refresh_budgets()
-        if self.review_dirty and time.monotonic() - self.review_at >= REFRESH_MIN_SECONDS:
+        if self.review_due.take():
             await self.refresh_review()
 
     async def on_poll(self) -> None:
@@ -328,8 +323,9 @@ class Dashboard:
         await self.refresh_agents()
         await self.refresh_held()
         self.changed_at = time.monotonic()
-        self.counts_dirty = self.table_dirty = self.charts_dirty = self.review_dirty = True
-        self.charts_at = 0.0
+        for due in (self.counts_due, self.table_due, self.review_due):
+            due.mark()
+        self.charts_due.expire()
 
     def watch_reviews(self) -> None:
         """Review changes (queued, decided) mark the review section due; refresh_if_due reads it."""
@@ -339,7 +335,7 @@ class Dashboard:
         def mark() -> None:
             if sub.pending:
                 sub.drain()
-                self.review_dirty = True
+                self.review_due.mark()
         ui.timer(0.5, mark)
 
 

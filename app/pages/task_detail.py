@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 from fastapi import Request
@@ -12,6 +11,7 @@ from app import actions, foresight, inputs, reviews, services
 from app.auth import Identity, viewer
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
+from app.components.due import Due
 from app.components.layout import frame, watch
 from app.components.result_view import attempts_table, fact, result_card, timeline
 from app.components.task_table import waiting_text
@@ -58,8 +58,7 @@ class TaskView:
         self.task = task
         self.pool = app.state.pool
         self.settings = app.state.settings
-        self.spot_at = 0.0
-        self.spot_dirty = False
+        self.spot_due = Due(1.0)
         self.render()
 
     @ui.refreshable_method
@@ -244,10 +243,9 @@ class TaskView:
         """The task's queue position and ETA, re-read at most once a second while it is enqueued."""
         if self.task.status is not TaskStatus.ENQUEUED:
             return
-        if not force and time.monotonic() - self.spot_at < 1.0:
-            self.spot_dirty = True
+        self.spot_due.mark()
+        if not self.spot_due.take(force=force):
             return
-        self.spot_at, self.spot_dirty = time.monotonic(), False
         spot = (await foresight.queue_spots(self.pool, self.settings, [self.task.id])).get(self.task.id)
         if spot is not None:
             # No ETA while something other than the queue holds it: it would not start in that time.
@@ -255,7 +253,7 @@ class TaskView:
             self.spot.set_text(" · ".join(x for x in (spot.text, eta) if x))
 
     async def refresh_if_dirty(self) -> None:
-        if self.spot_dirty:
+        if self.spot_due.marked:
             await self.refresh_spot()
 
     async def reload(self) -> None:

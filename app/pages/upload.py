@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import tempfile
-import time
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +14,7 @@ from nicegui import app, events, ui
 from app import foresight, services, submitting
 from app.auth import no_submit_reason, submit_rights, viewer
 from app.components.batch import BatchView, Entry
+from app.components.due import Due
 from app.components.forecast_panel import ForecastPanel
 from app.components.layout import frame, watch
 from app.documents import ACCEPTED_FILES
@@ -57,7 +57,7 @@ class UploadForm:
             ui.label(no_submit_reason(who) + ".").classes("quire-muted").props('data-testid="upload-refused"')
             self.batch = BatchView(self._rerun)
             self.panels: dict[int, ForecastPanel] = {}
-            self.positions_at, self.positions_dirty = 0.0, False
+            self.positions_due = Due(POSITION_MIN_SECONDS)
             return
         if self.rights.customers is not None:
             customers = sorted(self.rights.customers)
@@ -92,8 +92,7 @@ class UploadForm:
             self.busy.visible = False
         self.batch = BatchView(self._rerun)
         self.panels = {}
-        self.positions_at = 0.0
-        self.positions_dirty = False
+        self.positions_due = Due(POSITION_MIN_SECONDS)
 
     def _options(self, **overrides) -> submitting.SubmitOptions:
         values = dict(agent=self.agent.value or self.settings.default_agent, priority=int(self.priority.value or 0),
@@ -231,10 +230,9 @@ class UploadForm:
 
     async def refresh_positions(self, *, force: bool = False) -> None:
         """Re-reads the batch's queue positions and ETAs, at most once a second."""
-        if not force and time.monotonic() - self.positions_at < POSITION_MIN_SECONDS:
-            self.positions_dirty = True  # the timer picks it up within the second
-            return
-        self.positions_at, self.positions_dirty = time.monotonic(), False
+        self.positions_due.mark()
+        if not self.positions_due.take(force=force):
+            return  # still marked: the timer picks it up within the second
         ids = self.batch.queued_ids()
         if ids:
             spots = await foresight.queue_spots(self.pool, self.settings, ids[:2000])
@@ -288,7 +286,7 @@ class UploadForm:
             await self.refresh_positions(force=bool(latest))
 
     async def refresh_if_dirty(self) -> None:
-        if self.positions_dirty:
+        if self.positions_due.marked:
             await self.refresh_positions()
 
     async def on_poll(self) -> None:
