@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.report import ReportStatus
 from schema import payloads, queue
 from schema.errors import InvalidPayload
 from schema.models import (
@@ -14,7 +15,6 @@ from schema.models import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     TERMINAL_STATUSES,
-    ReportStatus,
     TaskStatus,
     is_priority,
 )
