@@ -46,10 +46,11 @@ def test_the_measured_page_is_a_scan_without_a_text_layer():
         pdf.close()
 
 
-def test_a_worker_started_on_a_backlog_measures_once_it_has_no_run(db_dsn, conn, tmp_path):
-    # The measure takes seconds of CPU: a worker measures after its backlog, not beside it.
-    make_agent(conn, "bench", executor="noop")
-    for _ in range(40):
+def test_a_worker_with_runs_in_flight_measures_once_it_has_none(db_dsn, conn, tmp_path):
+    # The measure takes seconds of CPU: a worker measures after its runs, not beside them. Runs of
+    # 30 s outlast a measure taken at start-up (5 to 15 s here), so this tells the two apart.
+    make_agent(conn, "bench", executor="noop", settings={"delay_seconds": 30})
+    for _ in range(2):
         make_task(conn, "bench")
     settings = Settings(data_dir=tmp_path, poll_seconds=300, sweep_seconds=300, reconcile_seconds=300,
                         ocr_calibration=True)
@@ -58,8 +59,8 @@ def test_a_worker_started_on_a_backlog_measures_once_it_has_no_run(db_dsn, conn,
     async def host() -> None:
         stop = asyncio.Event()
         running = asyncio.create_task(daemon.run(stop))
-        await wait_until_async(lambda: counts_by_status(db_dsn) == {"completed": 40}, blocking=True, timeout=60,
-                               message="the backlog")
+        await wait_until_async(lambda: counts_by_status(db_dsn) == {"completed": 2}, blocking=True, timeout=120,
+                               message="the runs")
         await wait_until_async(lambda: calibration.ocr_calibration_latest(conn) is not None, blocking=True,
                                timeout=120, message="the measure of OCR")
         stop.set()
