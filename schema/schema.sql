@@ -509,9 +509,20 @@ CREATE FUNCTION public.quire_review_confidence(result jsonb, confidence real) RE
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
     SELECT coalesce(
-        (SELECT min(CASE WHEN jsonb_typeof(result -> 'fields' -> f -> 'confidence') = 'number'
-                         THEN (result -> 'fields' -> f ->> 'confidence')::real END)
-         FROM unnest(quire_review_core_fields(result ->> 'document_type')) f),
+        CASE result ->> 'document_type'
+            WHEN 'invoice' THEN least(quire_review_field_confidence(result -> 'fields', 'issuer'),
+                                      quire_review_field_confidence(result -> 'fields', 'invoice_number'),
+                                      quire_review_field_confidence(result -> 'fields', 'issue_date'),
+                                      quire_review_field_confidence(result -> 'fields', 'currency'),
+                                      quire_review_field_confidence(result -> 'fields', 'total'))
+            WHEN 'contract' THEN least(quire_review_field_confidence(result -> 'fields', 'parties'),
+                                       quire_review_field_confidence(result -> 'fields', 'effective_date'),
+                                       quire_review_field_confidence(result -> 'fields', 'governing_law'))
+            WHEN 'financial_statement' THEN least(quire_review_field_confidence(result -> 'fields', 'company'),
+                                                  quire_review_field_confidence(result -> 'fields', 'period_end'),
+                                                  quire_review_field_confidence(result -> 'fields', 'currency'),
+                                                  quire_review_field_confidence(result -> 'fields', 'revenue'))
+        END,
         confidence, 0)
 $$;
 
@@ -550,6 +561,17 @@ BEGIN
     END LOOP;
     RETURN NULL;
 END $$;
+
+--
+-- Name: quire_review_field_confidence(jsonb, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.quire_review_field_confidence(fields jsonb, field text) RETURNS real
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN jsonb_typeof(fields -> field -> 'confidence') = 'number'
+                THEN (fields -> field ->> 'confidence')::real END
+$$;
 
 --
 -- Name: quire_review_reason(bigint, jsonb, real, jsonb, boolean); Type: FUNCTION; Schema: public; Owner: -
@@ -917,6 +939,9 @@ CREATE FUNCTION public.quire_tasks_to_review() RETURNS trigger
     SET enable_nestloop TO 'on'
     AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.status = 'completed' AND n.result IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
     WITH done AS (
         SELECT n.id, n.result, n.confidence, n.parent_id, a.settings
         FROM new_rows n
@@ -926,7 +951,9 @@ BEGIN
     ), wanted AS (
         SELECT d.id, d.result,
                quire_review_reason(d.id, d.result, d.confidence, d.settings,
-                                   EXISTS (SELECT 1 FROM reviews p WHERE p.task_id = d.parent_id)) AS reason,
+                                   d.parent_id IS NOT NULL
+                                   AND (SELECT true FROM reviews p WHERE p.task_id = d.parent_id) IS NOT NULL)
+                   AS reason,
                quire_review_confidence(d.result, d.confidence) AS confidence
         FROM done d
     ), queued AS (

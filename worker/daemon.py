@@ -4,12 +4,14 @@ each in worker.service.service_loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import os
 import secrets
 import signal
 import socket
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
 THREADS = 10
+# Seconds without a run before the worker times OCR for the forecasts' prior.
+IDLE_BEFORE_CALIBRATION = 2.0
 
 
 # Objects allocated between two collections of the youngest generation. The worker makes and drops
@@ -155,8 +159,6 @@ class WorkerDaemon:
             await call(self._check_agents, pool, executors)
         except Exception as exc:  # the claim still skips agents already found misconfigured
             logs.problem("check agents", exc, worker=self.worker_id)
-        if self.settings.ocr_calibration:  # beside the first claims; never awaited: a stop does not wait on it
-            call(self._calibrate_ocr, pool)
         claim_wake, beat_wake, drained = Wakeup(loop), Wakeup(loop), Wakeup(loop)
 
         def settled() -> None:
@@ -228,6 +230,9 @@ class WorkerDaemon:
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
+        calibrating = (asyncio.create_task(self._calibrate_ocr_when_idle(table, pool, call, services_stop),
+                                           name="quire-ocr-calibration")
+                       if self.settings.ocr_calibration else None)
         try:
             await self._supervise(stop, tasks, services)
             claimer.paused = True
@@ -246,6 +251,9 @@ class WorkerDaemon:
             for task in tasks.values():
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
+            if calibrating is not None:  # a measure under way finishes in its thread, unawaited
+                calibrating.cancel()
+                await asyncio.gather(calibrating, return_exceptions=True)
             if store_setup is not None:
                 await asyncio.gather(store_setup, return_exceptions=True)
             await call(pool.close)
@@ -258,6 +266,27 @@ class WorkerDaemon:
         """Marks agents this worker cannot run as configured: nothing is claimed for them."""
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
+
+    async def _calibrate_ocr_when_idle(self, table: RunTable, pool: ConnectionPool,
+                                       call: Callable[..., asyncio.Future], stop: asyncio.Event) -> None:
+        """Times OCR once the worker has had no run for IDLE_BEFORE_CALIBRATION seconds.
+
+        The measure takes seconds of CPU (a page rendered, made a scan of and read by Tesseract):
+        taken at start-up it slowed a worker started on a backlog by a third, and the work slowed
+        the measure. A worker that never idles measures at its first pause.
+        """
+        quiet_since: float | None = None
+        while not stop.is_set():
+            now = time.monotonic()
+            if len(table):
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= IDLE_BEFORE_CALIBRATION:
+                call(self._calibrate_ocr, pool)  # not awaited: a stop does not wait on it
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
 
     def _calibrate_ocr(self, pool: ConnectionPool) -> None:
         """Times OCR on this machine for the forecasts' prior; a failure changes nothing."""

@@ -1,8 +1,9 @@
-"""OCR timed on this machine at worker start-up: the prior a forecast uses for scans until scans ran.
+"""OCR timed on this machine by the worker: the prior a forecast uses for scans until scans ran.
 
 A scanned page costs seconds of CPU where a text page costs milliseconds, and how many depends on
-the machine and the resolution pages are read at. At start-up (in a thread, beside the first
-claims) the worker reads the first page of two bundled samples (a sparse invoice, a dense
+the machine and the resolution pages are read at. Once it has had no run for two seconds after it
+started (in a thread; the measure takes seconds of CPU, which a backlog should not wait on) the
+worker reads the first page of two bundled samples (a sparse invoice, a dense
 contract) through the same OCR as a run, and records the mean per page for its host. Each page is
 first made into what a desk scanner gives (150 dpi, tilted, softened, specked with dust, JPEG):
 Tesseract takes two to three times as long over such a page as over a clean rendering. A host that

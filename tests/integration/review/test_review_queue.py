@@ -55,6 +55,26 @@ def test_a_setting_of_the_wrong_type_falls_back_to_the_default(conn):
         {"r": "sample"}] * 3
 
 
+def test_the_confidence_is_the_lowest_core_field_of_each_document_type(conn):
+    # quire_review_confidence spells out the core fields of quire_review_core_fields (so that it
+    # is inlined): for each type, every core field alone decides it, and nothing else does.
+    types = ["invoice", "contract", "financial_statement", "other"]
+    for document_type in types:
+        core = conn.execute("SELECT quire_review_core_fields(%s) AS f", [document_type]).fetchone()["f"]
+        fields = {f: {"confidence": 0.9} for f in (*core, "tax", "notes")}
+        for field in (*core, "tax"):
+            result = {"document_type": document_type, "fields": {**fields, field: {"confidence": 0.1}}}
+            got = conn.execute("SELECT quire_review_confidence(%s::jsonb, 0.7) AS c",
+                               [psycopg.types.json.Jsonb(result)]).fetchone()["c"]
+            expected = 0.1 if field in core else (0.9 if core else 0.7)
+            assert got == pytest.approx(expected), (document_type, field)
+    # No numeric confidence on any core field: the task's own, else 0.
+    rows = conn.execute("SELECT quire_review_confidence('{\"document_type\": \"invoice\", \"fields\": "
+                        "{\"total\": {\"confidence\": \"high\"}}}'::jsonb, c) AS c "
+                        "FROM (VALUES (0.4::real), (NULL)) v(c)").fetchall()
+    assert [r["c"] for r in rows] == [pytest.approx(0.4), 0]
+
+
 def test_next_is_lowest_confidence_then_oldest_within_the_filters(conn):
     make_agent(conn, settings=NO_SAMPLE)
     make_agent(conn, "other", settings=NO_SAMPLE)
