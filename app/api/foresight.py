@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from app import foresight
 from app.api import limits
 from app.api.common import get_pool, get_settings
+from app.api.schemas import model_of
 from app.auth import Identity, require_operator, require_user
 from schema.errors import InvalidArgument, InvalidTransition, NotFound
 from schema.forecast import FileFacts
@@ -97,23 +98,13 @@ async def _batch(pool: ConnectionPool, batch_id: int) -> BatchOut:
                     done=outcome.done, comparison=outcome.comparison())
 
 
-class HeldBatchOut(BaseModel):
-    batch_id: int
-    agent: str
-    customer: str | None
-    priority: int
-    submitted_by: str | None
-    created_at: datetime
-    tasks: int
-    held_tasks: int
-    pages: int
-    forecast: dict
+HeldBatchOut = model_of(foresight.HeldBatch, "HeldBatchOut")
 
 
-@router.get("/batches", response_model=list[HeldBatchOut])
+@router.get("/batches", response_model=list[HeldBatchOut])  # type: ignore[valid-type]  # a model made at import
 async def list_batches(held: bool = Query(True, description="only held batches are listed (true)"),
                        _: Identity = Depends(require_user),
-                       pool: ConnectionPool = Depends(get_pool)) -> list[HeldBatchOut]:
+                       pool: ConnectionPool = Depends(get_pool)) -> list[BaseModel]:
     """The batches held for review, newest first: nothing held is hidden."""
     if not held:
         raise HTTPException(status_code=422, detail="Only held batches are listed here: leave held=true, or list tasks with /api/tasks")

@@ -48,7 +48,11 @@ def test_a_held_submission_runs_only_once_released(app_server):
         assert queue.claim(conn, agent="documents", worker_id="w-api", limit=5) == []
         spots = http.post("/api/positions", json={"task_ids": ids}).json()
         assert {s["text"] for s in spots} == {"waiting: held"}
+        listed = {b["batch_id"]: b for b in http.get("/api/batches").json()}
+        assert listed[batch_id]["customer"] == "Hold Co" and listed[batch_id]["held_tasks"] == 2
+        assert listed[batch_id]["pages"] == 3 and listed[batch_id]["forecast"]["documents"] == 2
         released = http.post(f"/api/batches/{batch_id}/release")
+        assert batch_id not in {b["batch_id"] for b in http.get("/api/batches").json()}
         assert released.status_code == 200 and released.json()["held"] is False
         assert http.post(f"/api/batches/{batch_id}/release").status_code == 409
         assert http.post("/api/batches/999999/release").status_code == 404
