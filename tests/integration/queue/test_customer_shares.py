@@ -43,36 +43,21 @@ def test_shares_are_checked(conn):
     assert customers.customer_shares_apply_config(conn, {"acme": (1, 3)}) == 0  # unchanged: not rewritten
 
 
-def test_the_ceiling_and_the_guarantee_hold_under_racing_claimers(conn, connect):
-    ceiling, claimers = 3, 8
-    make_agent(conn)
-    old = _clock(conn) - timedelta(hours=1)
-    for i in range(120):
-        make_task(conn, customer="burst", now=old + timedelta(milliseconds=i))
-    for i in range(24):
-        make_task(conn, customer="steady", now=old + timedelta(minutes=1, milliseconds=i))
-    customers.customer_shares_apply_config(conn, {"burst": (None, ceiling), "steady": (2, None)})
-    watch = connect()
-    running, errors = [], []
-
-    def measure():
-        rows = watch.execute("SELECT customer, count(*) AS n FROM tasks WHERE status = 'processing' "
-                             "GROUP BY customer").fetchall()
-        running.append({r["customer"]: r["n"] for r in rows})
-
-    # Every round, all claimers claim at the same moment (the race), the running tasks are counted,
-    # then each ends what it holds.
+def _race(connect, *, claimers: int, rounds: int, measure, moment=lambda seed, r: None) -> None:
+    """Every round, all claimers claim at once (the race; `moment(seed, round)` is each claim's
+    clock), `measure` counts what runs, then each ends what it holds. Raises what any claimer met."""
     claimed = threading.Barrier(claimers, action=measure)
     start = threading.Barrier(claimers)
-    rounds = 40
+    errors = []
 
     def claimer(seed):
         rng = random.Random(seed)
         c = connect()
         try:
-            for _ in range(rounds):
+            for r in range(rounds):
                 start.wait(timeout=60)
-                got = queue.claim(c, agent="docs", worker_id=f"w{seed}", limit=rng.randint(1, 4))
+                got = queue.claim(c, agent="docs", worker_id=f"w{seed}", limit=rng.randint(1, 4),
+                                  now=moment(seed, r))
                 claimed.wait(timeout=60)
                 for claim in got:
                     queue.apply_callback(c, claim.attempt_id,
@@ -88,6 +73,27 @@ def test_the_ceiling_and_the_guarantee_hold_under_racing_claimers(conn, connect)
     for t in threads:
         t.join(180)
     assert errors == []
+
+
+def test_the_ceiling_and_the_guarantee_hold_under_racing_claimers(conn, connect):
+    ceiling, claimers = 3, 8
+    make_agent(conn)
+    old = _clock(conn) - timedelta(hours=1)
+    for i in range(120):
+        make_task(conn, customer="burst", now=old + timedelta(milliseconds=i))
+    for i in range(24):
+        make_task(conn, customer="steady", now=old + timedelta(minutes=1, milliseconds=i))
+    customers.customer_shares_apply_config(conn, {"burst": (None, ceiling), "steady": (2, None)})
+    watch = connect()
+    running = []
+    rounds = 40
+
+    def measure():
+        rows = watch.execute("SELECT customer, count(*) AS n FROM tasks WHERE status = 'processing' "
+                             "GROUP BY customer").fetchall()
+        running.append({r["customer"]: r["n"] for r in rows})
+
+    _race(connect, claimers=claimers, rounds=rounds, measure=measure)
     assert len(running) == rounds
     # Eight claimers at once, up to four tasks each: burst never ran more than its ceiling.
     assert max(r.get("burst", 0) for r in running) == ceiling
@@ -118,40 +124,16 @@ def test_the_ceiling_holds_when_a_backoff_ends_between_racing_claims(conn, conne
                      [base + timedelta(seconds=10 * r + 2), task_id])
     customers.customer_shares_apply_config(conn, {"burst": (None, ceiling)})
     watch = connect()
-    running, errors = [], []
+    running = []
 
     def measure():
         running.append(watch.execute("SELECT count(*) AS n FROM tasks WHERE status = 'processing' "
                                      "AND customer = 'burst'").fetchone()["n"])
 
-    claimed = threading.Barrier(claimers, action=measure)
-    start = threading.Barrier(claimers)
-
-    def claimer(seed):
-        rng = random.Random(seed)
-        c = connect()
-        try:
-            for r in range(rounds):
-                # Half the claimers claim at the round's start, half five seconds in: the round's
-                # task is due for the second half only.
-                moment = base + timedelta(seconds=10 * r + (5 if seed % 2 else 0))
-                start.wait(timeout=60)
-                got = queue.claim(c, agent="docs", worker_id=f"w{seed}", limit=rng.randint(1, 4), now=moment)
-                claimed.wait(timeout=60)
-                for claim in got:
-                    queue.apply_callback(c, claim.attempt_id,
-                                         {"status": "completed", "result": {"ok": True}, "confidence": 0.9})
-        except Exception as exc:  # collected and asserted below
-            errors.append(exc)
-            start.abort()
-            claimed.abort()
-
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(claimers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(180)
-    assert errors == []
+    # Half the claimers claim at the round's start, half five seconds in: the round's task is due
+    # for the second half only.
+    _race(connect, claimers=claimers, rounds=rounds, measure=measure,
+          moment=lambda seed, r: base + timedelta(seconds=10 * r + (5 if seed % 2 else 0)))
     assert len(running) == rounds
     assert max(running) == ceiling, running
     # The tasks that came due were claimed too: the race was between two different queues.
