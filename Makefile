@@ -28,8 +28,13 @@ check: $(STAMP)
 	$(BIN)/ruff check app worker schema agents bench tests
 	$(BIN)/mypy
 
+# Four pytest processes, each with its own embedded Postgres; a test file runs whole in one of them
+# (its module fixtures: one app, one Chromium). Most tests wait on processes, pages and Postgres
+# rather than compute, so four keep two cores busy.
+TEST_PROCESSES ?= 4
+
 test: system-deps check
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_PROCESSES) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/claim.py --quick

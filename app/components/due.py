@@ -3,6 +3,7 @@ however fast the changes come. One per section replaces a dirty flag and a times
 
 from __future__ import annotations
 
+import math
 import time
 
 
@@ -13,7 +14,9 @@ class Due:
     def __init__(self, every: float) -> None:
         self.every = every
         self.marked = False
-        self.read_at = 0.0
+        # Never read: -inf, not 0, since the monotonic clock starts near zero at boot, and a machine
+        # up for less than an interval would hold back a section's first read.
+        self.read_at = -math.inf
 
     def mark(self) -> None:
         self.marked = True
@@ -37,4 +40,4 @@ class Due:
 
     def expire(self) -> None:
         """Marked, with its interval over: read at the next turn."""
-        self.marked, self.read_at = True, 0.0
+        self.marked, self.read_at = True, -math.inf

@@ -18,7 +18,7 @@ CONFIG = """
 [agents.bulk]
 executor = "noop"
 lease_seconds = 5
-settings = { delay_seconds = 0.3 }
+settings = { delay_seconds = 1.0 }
 """
 
 

@@ -5,7 +5,6 @@ chosen priority."""
 from __future__ import annotations
 
 import base64
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -14,8 +13,6 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from schema import queue
 from tests.e2e.app_harness import TOKEN, complete, make_pdf, start_app
 from tests.e2e.test_app_browser import DROP_FILES, visit
-
-IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +51,7 @@ def pick(page: Page, testid: str, option: str) -> None:
         return
 
 
-def test_forecast_before_dispatch_then_positions_move_live_and_forecast_meets_actual(page, app_server):
+def test_forecast_before_dispatch_then_positions_move_live_and_forecast_meets_actual(page, app_server, screenshots):
     server, conn = app_server
     visit(page, f"{server.url}/")
     page.locator('[data-testid="upload-customer"]').fill("Foresight Co")
@@ -72,8 +69,7 @@ def test_forecast_before_dispatch_then_positions_move_live_and_forecast_meets_ac
     expect(rows.filter(has_text="north.pdf").locator('[data-testid="file-message"]')).to_contain_text("waiting: held")
     # Nothing runs while held.
     assert queue.claim(conn, agent="documents", worker_id="w-f", limit=5) == []
-    IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMG / "forecast.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "forecast.png"), full_page=True)
     # Urgent work arrives before the batch is submitted: it is ahead of every document of the batch.
     urgent = [queue.enqueue(conn, agent="documents", document_uri=f"/u/{i}.pdf", priority=9, customer="Rush")
               for i in range(2)]
@@ -87,7 +83,7 @@ def test_forecast_before_dispatch_then_positions_move_live_and_forecast_meets_ac
     (first,) = queue.claim(conn, agent="documents", worker_id="w-f", limit=1)
     assert first.task.id in {t.id for t in urgent}
     expect(message).to_contain_text("2 ahead")
-    page.screenshot(path=str(IMG / "queue-positions.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "queue-positions.png"), full_page=True)
     (second,) = queue.claim(conn, agent="documents", worker_id="w-f", limit=1)
     expect(message).to_contain_text("1 ahead")
     complete(conn, first.attempt_id)
@@ -101,7 +97,7 @@ def test_forecast_before_dispatch_then_positions_move_live_and_forecast_meets_ac
     assert page.evaluate("window.__sameDocument") is True
 
 
-def test_budgets_show_spend_and_over_budget_tasks_wait_visibly(page, app_server):
+def test_budgets_show_spend_and_over_budget_tasks_wait_visibly(page, app_server, screenshots):
     server, conn = app_server
     visit(page, f"{server.url}/dashboard")
     page.locator('[data-testid="budget-customer"]').fill("Budget Co")
@@ -116,7 +112,7 @@ def test_budgets_show_spend_and_over_budget_tasks_wait_visibly(page, app_server)
     complete(conn, claim.attempt_id, cost=0.02)
     expect(row.locator('[data-testid="budget-over"]')).to_have_text("over budget: tasks waiting", timeout=30_000)
     expect(row.locator('[data-testid="budget-text"]')).to_have_text("$0.0200 of $0.0100")
-    page.screenshot(path=str(IMG / "budgets.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "budgets.png"), full_page=True)
     assert queue.claim(conn, agent="documents", worker_id="w-b", limit=5) == []
     visit(page, f"{server.url}/tasks/{tasks[1].id}")
     expect(page.locator('[data-testid="task-status"]')).to_have_text("enqueued")

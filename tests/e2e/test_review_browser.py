@@ -4,7 +4,6 @@ picked from the page with a click, and the phone view at 390 px."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -45,7 +44,7 @@ def correct_total(n: int) -> str:
     return next(text for name, text, _ in invoice_lines(n) if name == "total").split(": ")[1]
 
 
-def test_a_reviewer_works_through_a_batch_with_the_keyboard_alone(browser, app_server):
+def test_a_reviewer_works_through_a_batch_with_the_keyboard_alone(browser, app_server, screenshots):
     server, conn, docs = app_server
     numbers = list(range(101, 121))
     for n in numbers:
@@ -67,9 +66,8 @@ def test_a_reviewer_works_through_a_batch_with_the_keyboard_alone(browser, app_s
                 # The page image is drawn with the selected field's box over it.
                 expect(page.locator('[data-testid="page-image"] img')).to_be_visible()
                 expect(page.locator('[data-testid="page-image"] rect.quire-box-active')).to_have_count(1)
-                page.screenshot(path=os.environ.get("QUIRE_REVIEW_SCREENSHOT", "/tmp/quire-review-1440.png"))
+                page.screenshot(path=str(screenshots / "review-1440-light.png"))
             if n % 5 == 0:
-                print("ACTIVE", n, page.evaluate("document.activeElement.outerHTML.slice(0, 200)"))
                 page.keyboard.press("Shift+R")
                 note = page.locator('[data-testid="reject-note"]')
                 expect(note).to_be_focused()
@@ -166,7 +164,7 @@ def test_clicking_text_on_the_page_fills_the_selected_field(browser, app_server)
     assert [(t["field"], t["old_value"], t["new_value"], t["actor"]) for t in trail] == [("total", 2.0, expected, REVIEWER)]
 
 
-def test_the_phone_view_is_read_only_with_approve_and_reject(browser, app_server):
+def test_the_phone_view_is_read_only_with_approve_and_reject(browser, app_server, screenshots):
     server, conn, docs = app_server
     first = make_reviewable(conn, 301, agent=AGENT, low=("total",), directory=docs)
     second = make_reviewable(conn, 302, agent=AGENT, low=("total",), directory=docs)
@@ -181,8 +179,7 @@ def test_the_phone_view_is_read_only_with_approve_and_reject(browser, app_server
         expect(phone.locator('[data-testid="phone-invoice_number"]')).to_have_text("RE-2024-301")
         expect(phone.locator('[data-testid="phone-total"]')).to_have_text(correct_total(301))
         assert page_width(page) <= PHONE["width"]
-        page.screenshot(path=os.environ.get("QUIRE_REVIEW_PHONE_SCREENSHOT", "/tmp/quire-review-390.png"),
-                        full_page=True)
+        page.screenshot(path=str(screenshots / "review-390-light.png"), full_page=True)
         page.locator('[data-testid="phone-approve"]').click()
         expect(page.locator('[data-testid="review-document"]')).to_have_text("rechnung-302.pdf")
         page.locator('[data-testid="phone-reject"]').click()
