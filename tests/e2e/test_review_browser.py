@@ -154,6 +154,7 @@ def test_clicking_text_on_the_page_fills_the_selected_field(browser, app_server)
         image.click(position={"x": (x1 - 8) * scale, "y": (y0 + y1) / 2 * scale})
         field = page.locator('[data-testid="input-total"]')
         expect(field).to_have_value(correct_total(201))
+        expect(field).to_be_focused()  # the value and the focus arrive apart; Enter needs the focus
         page.keyboard.press("Enter")
         expect(page.locator('[data-testid="note-total"]')).to_contain_text("corrected")
     finally:
