@@ -148,9 +148,13 @@ def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     n = len(points)
     sp = sum(p for p, _ in points)
     ss = sum(s for _, s in points)
-    denominator = n * sum(p * p for p, _ in points) - sp ** 2
-    slope = max((n * sum(p * s for p, s in points) - sp * ss) / denominator, 0.0) if denominator > 0 else 0.0
-    return max((ss - slope * sp) / n, 0.0), slope
+    sps, spp = sum(p * s for p, s in points), sum(p * p for p, _ in points)
+    denominator = n * spp - sp ** 2
+    slope = max((n * sps - sp * ss) / denominator, 0.0) if denominator > 0 else 0.0
+    base = (ss - slope * sp) / n
+    if base < 0:  # through the origin instead
+        return 0.0, sps / spp
+    return base, slope
 
 
 def as_scan(document: bytes, dpi: int = 150, seed: int = 1) -> bytes:
