@@ -11,7 +11,7 @@ released, and followed to the end. Prints forecast and actual cost and duration,
 With --scans N, N of the batch's documents are image-only PDFs (bench/realworld/scan.py: rendered,
 tilted, speckled, JPEG), read through Tesseract; the warm-up then has half as many scans (at
 least 3). With --warmup 0 nothing runs before the batch: its forecast is made from a cold start
-(static rates for text, OCR as the worker measured it at start-up).
+(text and OCR as the worker measured them at start-up, with a prior for the model's answer).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -105,8 +106,8 @@ def wait_done(http: httpx.Client, batch_id: int, timeout: float) -> dict:
     raise SystemExit(f"batch {batch_id} did not finish within {timeout:.0f} s")
 
 
-def wait_calibration(dsn: str, timeout: float) -> float:
-    """The worker's start-up measure of OCR, once recorded."""
+def wait_calibration(dsn: str, timeout: float) -> Any:
+    """The worker's start-up measure of OCR and text, once recorded."""
     from schema import calibration, db
 
     deadline = time.monotonic() + timeout
@@ -114,7 +115,7 @@ def wait_calibration(dsn: str, timeout: float) -> float:
         with db.connect(dsn) as conn:
             measured = calibration.ocr_calibration_latest(conn)
         if measured is not None:
-            return measured.seconds_per_page
+            return measured
         time.sleep(1)
     raise SystemExit(f"the worker recorded no OCR measure within {timeout:.0f} s")
 
@@ -176,8 +177,11 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
                 raise SystemExit(f"the app did not start:\n{(work / 'server.log').read_text()[-3000:]}")
             time.sleep(0.2)
         if args.scans:
-            # The worker times OCR on this machine at start-up: the forecast's prior for scans.
-            print(f"OCR measured at start-up: {wait_calibration(dsn, timeout=300):.2f} s a page")
+            # The worker times OCR and text on this machine at start-up: the forecast's priors.
+            m = wait_calibration(dsn, timeout=300)
+            print(f"measured at start-up: OCR {m.seconds_per_page:.2f} s a page ({m.cpu_seconds_per_page or 0:.2f} "
+                  f"s of CPU: slowed {m.slowdown:.2f} times); text {m.text_seconds_base or 0:.3f} s a document "
+                  f"+ {m.text_seconds_per_page or 0:.3f} s a page (no model)")
         if args.warmup:
             warm_docs = corpus(args.warmup, args.seed + 1)
             if args.scans:

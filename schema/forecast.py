@@ -140,6 +140,8 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
+             else "text time as measured on the worker's machine, with a prior for the model's answer "
+                  "(no completed attempts yet)" if rates.text_prior == "measured"
              else "static estimates (no completed attempts yet)")
     scanned = sum(p for f, p in zip(files, pages) if f.scanned)
     spread = rates.spread

@@ -17,8 +17,20 @@ LEARN_WINDOW = 500
 # Fewer completed attempts than this and the static rates stand.
 LEARN_MIN = 3
 # Until an agent has run anything: seconds per document and per page, and the output token share.
+# (For a local agent, once a worker measured its machine, the priors below stand instead.)
 STATIC_SECONDS_BASE = 6.0
 STATIC_SECONDS_PER_PAGE = 1.5
+# A local run beside the agent's own work: its launch from the fork server, its report and its
+# settlement. Forked text runs took 0.6 to 0.7 s a document in all, their model answering in
+# 0.06 s, on a quiet 2-core machine (docs/BENCHMARKS.md); on a busy one, slowed as much as the
+# worker's measure of OCR was (wall over CPU seconds).
+RUN_OVERHEAD_SECONDS = 0.5
+# The model's answer to one document, until the agent's runs say: a fast hosted model's answer to
+# an extraction prompt. A slower model shows in the first runs, and the range reaches STATIC_SPREAD's
+# top until then.
+MODEL_SECONDS_PRIOR = 1.0
+# Model calls a document costs by extractor (cascade: the share the rules pass on to the model).
+MODEL_CALLS = {"llm": 1.0, "cascade": 0.9}
 # A scanned page goes through OCR (Tesseract at 300 dpi): about 10 s a page on a small machine.
 STATIC_OCR_SECONDS_PER_PAGE = 8.0
 # Until attempts teach the spread: a forecast reads from this share of its figure to this one.
@@ -58,6 +70,7 @@ class Rates:
     # predicted (a forecast shows its figure times these as its range).
     spread: tuple[float, float] = STATIC_SPREAD
     ocr_prior: str = "static"   # where OCR's page rate came from before scans ran: "static" or "measured"
+    text_prior: str = "static"  # where the text line came from before text ran: "static" or "measured"
     mean_seconds: float | None = None  # wall seconds of its recent attempts on average (None: too few)
 
     def seconds(self, pages: float, documents: float = 1, ocr_pages: float = 0, ocr_documents: float = 0) -> float:
@@ -127,8 +140,11 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
     if r["n_usage"] >= LEARN_MIN and r["estimated_tokens"] > 0:
         scale = r["tokens"] / r["estimated_tokens"]
         share = r["output_tokens"] / r["tokens"] if r["tokens"] else STATIC_OUTPUT_SHARE
-    base, per_page, text_n = _line(text_runs, STATIC_SECONDS_BASE, STATIC_SECONDS_PER_PAGE)
-    ocr_base, ocr_per_page, ocr_n, prior = _scan_line(conn, scan_runs, base, per_page, text_n)
+    measured = calibration.ocr_calibration_latest(conn)
+    text_prior = _text_prior(measured, spec.executor, extractor)
+    base, per_page, text_n = _text_line(text_runs, text_prior)
+    ocr_base, ocr_per_page, ocr_n, prior = _scan_line(measured, scan_runs, base, per_page,
+                                                      anchored=bool(text_n) or text_prior.source == "measured")
     if not text_n and ocr_n >= SCAN_LINE_MIN:  # only scans ran so far: their base stands for text too
         base = ocr_base
     # A few slow runs (a cold start, a busy moment) pull a least-squares line up: each kind's line is
@@ -136,6 +152,8 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
     # cold start says nothing of the other's), and the range is the 10th to the 90th percentile of
     # every run around its kind's median, and at least LEARNED_SPREAD_FLOOR.
     spread = STATIC_SPREAD
+    if text_prior.source == "measured":  # a measured line; the model's share only a prior
+        spread = (CALIBRATED_SPREAD[0], STATIC_SPREAD[1] if text_prior.model_calls else CALIBRATED_SPREAD[1])
     relative: list[float] = []
     for scans, line in ((False, (base, per_page)), (True, (ocr_base, ocr_per_page))):
         ratios = [run["wall_s"] / predicted for run in runs if bool(run["ocr"]) == scans
@@ -160,30 +178,65 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
         parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
     return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism,
                  ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
-                 spread=spread, ocr_prior=prior,
+                 spread=spread, ocr_prior=prior, text_prior=text_prior.source,
                  mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)
 
 
 
 
+@dataclass(frozen=True)
+class TextPrior:
+    """A text document's seconds before an agent has run enough to learn them."""
+
+    base: float
+    per_page: float
+    source: str           # "static", or "measured" on a worker's machine
+    model_calls: float = 0.0
+
+
+def _text_prior(measured: calibration.OcrCalibration | None, executor: str, extractor: str | None) -> TextPrior:
+    """For a local agent, the agent's path as a worker timed it on its machine, plus a run's launch
+    and report (slowed as the machine slowed OCR then) and the model's answer; else static."""
+    if executor != "local" or measured is None or measured.text_seconds_base is None \
+            or measured.text_seconds_per_page is None:
+        return TextPrior(STATIC_SECONDS_BASE, STATIC_SECONDS_PER_PAGE, "static")
+    calls = MODEL_CALLS.get(extractor or "offline", 0.0)
+    base = measured.text_seconds_base + RUN_OVERHEAD_SECONDS * measured.slowdown + MODEL_SECONDS_PRIOR * calls
+    return TextPrior(base, measured.text_seconds_per_page, "measured", calls)
+
+
+def _text_line(runs: list[dict[str, Any]], prior: TextPrior) -> tuple[float, float, int]:
+    """Text's document base and page rate, and how many runs taught them: from LEARN_MIN runs on a
+    least-squares line; before that, the prior's page rate and a base moved from the prior towards
+    what the runs took beyond it (as if the prior were PRIOR_WEIGHT runs): a batch's first
+    documents teach the ETAs of the ones after them."""
+    if len(runs) >= LEARN_MIN or not runs:
+        return _line(runs, prior.base, prior.per_page)
+    beyond = sum(max(r["wall_s"] - prior.per_page * r["pages"], 0.0) for r in runs)
+    return (beyond + prior.base * PRIOR_WEIGHT) / (len(runs) + PRIOR_WEIGHT), prior.per_page, len(runs)
+
+
 def ocr_prior(conn: psycopg.Connection) -> tuple[float, str]:
     """OCR's seconds per page before an agent has read scans: as the newest worker start-up measured
     it on its machine, at the resolution that worker reads pages at; else the static figure."""
-    measured = calibration.ocr_calibration_latest(conn)
-    if measured is None:
+    return _ocr_prior(calibration.ocr_calibration_latest(conn))
+
+
+def _ocr_prior(measured: calibration.OcrCalibration | None) -> tuple[float, str]:
+    if measured is None or measured.seconds_per_page is None:
         return STATIC_OCR_SECONDS_PER_PAGE, "static"
     return measured.seconds_per_page, "measured"
 
 
-def _scan_line(conn: psycopg.Connection, runs: list[dict[str, Any]], text_base: float, text_per_page: float,
-               text_n: int) -> tuple[float, float, int, str]:
+def _scan_line(measured: calibration.OcrCalibration | None, runs: list[dict[str, Any]], text_base: float,
+               text_per_page: float, *, anchored: bool) -> tuple[float, float, int, str]:
     """Scans' document base and page rate, how many scans taught them, and the prior's source.
 
     From SCAN_LINE_MIN scans on, a line of their own. Before that, the text line's document base,
     and a page rate that starts at the prior and moves towards what the scans that ran took a
     page beyond that base: a batch's first scans teach its later documents' ETAs.
     """
-    prior, source = ocr_prior(conn)
+    prior, source = _ocr_prior(measured)
     prior = max(prior, text_per_page)
     if len(runs) >= SCAN_LINE_MIN:
         base, per_page, n = _line(runs, text_base, prior)
@@ -193,6 +246,6 @@ def _scan_line(conn: psycopg.Connection, runs: list[dict[str, Any]], text_base: 
     pages = sum(r["pages"] for r in runs)
     beyond = sum(max(r["wall_s"] - text_base, 0.0) for r in runs)
     observed = max(beyond / pages, text_per_page) if pages else prior
-    weight = PRIOR_WEIGHT if text_n else 0  # without a text base the prior is all that anchors it
+    weight = PRIOR_WEIGHT if anchored else 0  # a static text base: the scans' own time stands alone
     per_page = (observed * pages + prior * weight) / (pages + weight)
     return text_base, per_page, len(runs), source

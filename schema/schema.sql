@@ -1184,11 +1184,17 @@ CREATE TABLE public.customers (
 
 CREATE TABLE public.ocr_calibrations (
     host text NOT NULL,
-    seconds_per_page double precision NOT NULL,
+    seconds_per_page double precision,
     dpi double precision NOT NULL,
     measured_at timestamp with time zone DEFAULT now() NOT NULL,
+    text_seconds_base double precision,
+    text_seconds_per_page double precision,
+    cpu_seconds_per_page double precision,
+    CONSTRAINT ocr_calibrations_cpu_seconds_per_page_check CHECK ((cpu_seconds_per_page > (0)::double precision)),
     CONSTRAINT ocr_calibrations_dpi_check CHECK ((dpi > (0)::double precision)),
-    CONSTRAINT ocr_calibrations_seconds_per_page_check CHECK ((seconds_per_page > (0)::double precision))
+    CONSTRAINT ocr_calibrations_seconds_per_page_check CHECK ((seconds_per_page > (0)::double precision)),
+    CONSTRAINT ocr_calibrations_text_seconds_base_check CHECK ((text_seconds_base >= (0)::double precision)),
+    CONSTRAINT ocr_calibrations_text_seconds_per_page_check CHECK ((text_seconds_per_page >= (0)::double precision))
 );
 
 --

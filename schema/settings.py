@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     # SIGTERM: time in-flight local runs get to finish; within Databricks Apps' kill window there.
     shutdown_grace_seconds: float = Field(default_factory=lambda: default_grace_seconds(), ge=0)
     agent_preload: bool = True                             # local runs forked from a loaded process
-    ocr_calibration: bool = True                           # a worker times OCR at its first idle moment (forecasts' prior)
+    ocr_calibration: bool = True                           # a worker times OCR and text at its first idle moment (forecasts' priors)
     sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases
     reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
     rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups

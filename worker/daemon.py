@@ -289,7 +289,7 @@ class WorkerDaemon:
                 await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
 
     def _calibrate_ocr(self, pool: ConnectionPool) -> None:
-        """Times OCR on this machine for the forecasts' prior; a failure changes nothing."""
+        """Times OCR and text on this machine for the forecasts' priors; a failure changes nothing."""
         try:
             ocr_calibration.calibrate(pool, self.worker_id)
         except Exception as exc:

@@ -1,13 +1,21 @@
-"""OCR timed on this machine by the worker: the prior a forecast uses for scans until scans ran.
+"""OCR and text documents timed on this machine by the worker: the priors a forecast uses until
+an agent has runs of its own.
 
 A scanned page costs seconds of CPU where a text page costs milliseconds, and how many depends on
 the machine and the resolution pages are read at. Once it has had no run for two seconds after it
 started (in a thread; the measure takes seconds of CPU, which a backlog should not wait on) the
-worker reads the first page of two bundled samples (a sparse invoice, a dense
-contract) through the same OCR as a run, and records the mean per page for its host. Each page is
-first made into what a desk scanner gives (150 dpi, tilted, softened, specked with dust, JPEG):
-Tesseract takes two to three times as long over such a page as over a clean rendering. A host that
-measured within the last day at the same resolution is not measured again.
+worker reads the first page of two bundled samples (a sparse invoice, a dense contract) through the
+same OCR as a run, and records the mean per page for its host. Each page is first made into what a
+desk scanner gives (150 dpi, tilted, softened, specked with dust, JPEG): Tesseract takes two to
+three times as long over such a page as over a clean rendering. Each page is read REPEATS times and
+its fastest reading kept: the first reading also loads Tesseract's language data, and a measure
+taken while the server around it is still starting read 20.7 s a page where the batch's scans then
+took 14.6 (docs/BENCHMARKS.md).
+
+It also runs the bundled text samples, one by one and merged into one document, through the
+agent's own path (read, classify, extract by the rules; no model is called) and records a line of
+seconds a document and a page. A host that measured both within the last day at the same
+resolution is not measured again.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ if TYPE_CHECKING:
 SAMPLES = Path(__file__).resolve().parents[1] / "app" / "samples"
 PAGES = ("invoice_harborline_INV-2024-0117.pdf", "contract_master_services_meridian.pdf")
 FRESH = timedelta(days=1)
+# Each page or document is timed this many times and its fastest time kept.
+REPEATS = 2
 
 
 def reading_dpi() -> float:
@@ -42,24 +52,109 @@ def reading_dpi() -> float:
 def measure_seconds_per_page(paths: list[Path]) -> float | None:
     """Mean seconds one page of these PDFs takes through OCR; None when OCR cannot run here or no
     page could be read."""
+    measured = measure_ocr(paths)
+    return None if measured is None else measured[0]
+
+
+def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
+    """Mean wall and CPU seconds one page of these PDFs takes through OCR (each page's fastest of
+    REPEATS readings; the CPU seconds are this thread's and Tesseract's own); None when OCR cannot
+    run here or no page could be read."""
     from agents.ocr import ocr_available, ocr_page
 
     if not ocr_available():
         return None
     import pypdfium2
 
-    times = []
+    walls, cpus = [], []
     for path in paths:
         if not path.is_file():
             continue
         pdf = pypdfium2.PdfDocument(as_scan(path.read_bytes()))
         try:
-            started = time.monotonic()
-            ocr_page(pdf[0])
-            times.append(time.monotonic() - started)
+            fastest: tuple[float, float] | None = None
+            for _ in range(REPEATS):
+                started, cpu = time.monotonic(), _cpu_seconds()
+                ocr_page(pdf[0])
+                took = (time.monotonic() - started, _cpu_seconds() - cpu)
+                fastest = took if fastest is None or took[0] < fastest[0] else fastest
+            if fastest is not None:
+                walls.append(fastest[0])
+                cpus.append(fastest[1])
         finally:
             pdf.close()
-    return sum(times) / len(times) if times else None
+    if not walls:
+        return None
+    return sum(walls) / len(walls), sum(cpus) / len(cpus)
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this thread and of the child processes waited for (Tesseract runs as one)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.thread_time() + children.ru_utime + children.ru_stime
+
+
+def measure_text_seconds(paths: list[Path]) -> tuple[float, float] | None:
+    """Seconds a text document takes through the agent's path without a model (read, classify,
+    extract by the rules), as a line: a base a document and a rate a page, fitted over these PDFs
+    one by one and merged into one document. None when none could be read."""
+    import tempfile
+
+    import pypdfium2
+
+    from agents.offline import OfflineExtractor
+    from agents.runner import EXIT_COMPLETED, run
+    from agents.tracing import Tracer
+
+    readable = [p for p in paths if p.is_file()]
+    if not readable:
+        return None
+    points: list[tuple[int, float]] = []
+    with tempfile.TemporaryDirectory(prefix="quire-calibration-") as scratch:
+        merged = pypdfium2.PdfDocument.new()
+        try:
+            for path in readable:
+                source = pypdfium2.PdfDocument(path.read_bytes())
+                try:
+                    merged.import_pages(source)
+                finally:
+                    source.close()
+            if len(readable) > 1:
+                target = Path(scratch) / "merged.pdf"
+                merged.save(str(target))
+                readable.append(target)
+        finally:
+            merged.close()
+        for path in readable:
+            fastest, pages = None, 0
+            for _ in range(REPEATS):
+                started = time.monotonic()
+                outcome = run(str(path), extractor=OfflineExtractor(), tracer=Tracer())
+                took = time.monotonic() - started
+                fastest = took if fastest is None else min(fastest, took)
+                pages = outcome.payload.get("pages") or 0
+            if outcome.exit_code == EXIT_COMPLETED and pages and fastest is not None:
+                points.append((pages, fastest))
+    return fit_line(points)
+
+
+def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least squares of seconds on pages, neither part negative (one page count only: the mean as
+    the base)."""
+    if not points:
+        return None
+    n = len(points)
+    sp = sum(p for p, _ in points)
+    ss = sum(s for _, s in points)
+    sps, spp = sum(p * s for p, s in points), sum(p * p for p, _ in points)
+    denominator = n * spp - sp ** 2
+    slope = max((n * sps - sp * ss) / denominator, 0.0) if denominator > 0 else 0.0
+    base = (ss - slope * sp) / n
+    if base < 0:  # through the origin instead
+        return 0.0, sps / spp
+    return base, slope
 
 
 def as_scan(document: bytes, dpi: int = 150, seed: int = 1) -> bytes:
@@ -82,20 +177,34 @@ def as_scan(document: bytes, dpi: int = 150, seed: int = 1) -> bytes:
     return out.getvalue()
 
 
+def text_samples() -> list[Path]:
+    """The bundled text PDFs the text measure runs."""
+    return sorted(SAMPLES.glob("*.pdf"))
+
+
 def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None) -> float | None:
-    """Measures and records this host's OCR seconds per page unless a fresh measure exists; the
-    figure recorded (None: skipped, or OCR cannot run here)."""
+    """Measures and records this host's OCR seconds per page and a text document's seconds unless a
+    fresh measure of both exists; OCR's figure recorded (None: skipped, or OCR cannot run here)."""
     host = host or socket.gethostname()
     dpi = reading_dpi()
     with pool.connection(timeout=10) as conn:
         latest = calibration.ocr_calibration_latest(conn)
-    if (latest is not None and latest.host == host and latest.dpi == dpi
+    if (latest is not None and latest.host == host and latest.dpi == dpi and latest.text_seconds_base is not None
             and datetime.now(UTC) - latest.measured_at < FRESH):
         return None
-    seconds = measure_seconds_per_page([SAMPLES / name for name in PAGES])
-    if seconds is None:
+    text = measure_text_seconds(text_samples())
+    ocr = measure_ocr([SAMPLES / name for name in PAGES])
+    seconds, cpu = ocr if ocr is not None else (None, None)
+    if seconds is None and text is None:
         return None
     with pool.connection(timeout=10) as conn:
-        calibration.ocr_calibration_upsert(conn, host=host, seconds_per_page=seconds, dpi=dpi)
-    logs.change("worker", "measured OCR", worker=worker_id, seconds_per_page=round(seconds, 2), dpi=dpi)
+        calibration.ocr_calibration_upsert(conn, host=host, seconds_per_page=seconds, dpi=dpi,
+                                           cpu_seconds_per_page=cpu if cpu and cpu > 0 else None,
+                                           text_seconds_base=text[0] if text else None,
+                                           text_seconds_per_page=text[1] if text else None)
+    logs.change("worker", "measured OCR and text", worker=worker_id,
+                seconds_per_page=None if seconds is None else round(seconds, 2),
+                cpu_seconds_per_page=None if cpu is None else round(cpu, 2), dpi=dpi,
+                text_seconds_base=None if text is None else round(text[0], 3),
+                text_seconds_per_page=None if text is None else round(text[1], 3))
     return seconds

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.skipif(not ocr_available(), reason="Tesseract is not in
 
 
 def test_a_worker_measures_ocr_once_and_records_it_for_its_host(db_dsn, conn):
+    # A fresh measure from before text was measured too: taken again.
+    calibration.ocr_calibration_upsert(conn, host="host-a", seconds_per_page=9.0, dpi=ocr_calibration.reading_dpi())
     pool = db.make_pool(db_dsn, min_size=1, max_size=2, name="calibration-test")
     try:
         seconds = ocr_calibration.calibrate(pool, "w-test", host="host-a")
@@ -25,6 +27,10 @@ def test_a_worker_measures_ocr_once_and_records_it_for_its_host(db_dsn, conn):
         latest = calibration.ocr_calibration_latest(conn)
         assert (latest.host, latest.dpi) == ("host-a", ocr_calibration.reading_dpi())
         assert latest.seconds_per_page == pytest.approx(seconds)
+        assert latest.cpu_seconds_per_page is not None and latest.cpu_seconds_per_page > 0
+        assert latest.slowdown >= 1.0
+        assert latest.text_seconds_base is not None and latest.text_seconds_base >= 0
+        assert latest.text_seconds_per_page is not None and latest.text_seconds_per_page >= 0
         # Fresh, at the same resolution: not measured again.
         assert ocr_calibration.calibrate(pool, "w-test", host="host-a") is None
     finally:
@@ -33,6 +39,7 @@ def test_a_worker_measures_ocr_once_and_records_it_for_its_host(db_dsn, conn):
 
 def test_no_readable_page_measures_nothing(tmp_path):
     assert ocr_calibration.measure_seconds_per_page([tmp_path / "missing.pdf"]) is None
+    assert ocr_calibration.measure_ocr([tmp_path / "missing.pdf"]) is None
 
 
 def test_the_measured_page_is_a_scan_without_a_text_layer():
