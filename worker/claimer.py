@@ -215,13 +215,15 @@ class Claimer:
         """Starts tasks claimed ahead while local slots are free (looking again after each batch:
         runs that end within their start free their slots at once); returns how many started."""
         started = 0
+        if len(self.ahead):  # an agent paused or halted since they were claimed: they go back
+            with self._held.connection() as conn:
+                self._agents_now(conn)
         while len(self.ahead) and not self.paused:
             free = self._free_pools(self._local_executors).get(True, 0)
             claims = self.ahead.take(free)
             if not claims:
                 break
-            self._launch(claims, self._agents)
-            started += len(claims)
+            started += self._launch(claims, self._agents)
         return started
 
     def hand_back_ahead(self) -> int:
@@ -284,13 +286,21 @@ class Claimer:
         if waits:
             self._throttle_reopens_at = time.monotonic() + min(waits)
 
-    def _launch(self, claims: list, agents: dict[str, Agent]) -> None:
-        """Starts each claimed attempt on its agent's executor (or hands it back while pausing)."""
+    def _launch(self, claims: list, agents: dict[str, Agent]) -> int:
+        """Starts each claimed attempt on its agent's executor, or hands it back (the worker or the
+        agent paused, the agent halted or gone); returns how many it handed on to the executors."""
         started = []
+        now = datetime.now(UTC)
         for claim in claims:
             agent = agents.get(claim.task.agent)
             if agent is None:  # claimed ahead, and the agent is gone from the configuration since
                 self._give_back(claim, reason="the agent is no longer configured")
+                continue
+            stopped = agent.cannot_run or ("an operator paused the agent" if agent.paused(now) else None)
+            if stopped:
+                # Claimed ahead, and since then halted (its endpoint refused it), misconfigured or
+                # paused by an operator: nothing new of it starts; the task waits as its others do.
+                self._give_back(claim, reason=f"claimed ahead, and then: {stopped}")
                 continue
             executor = self.executors.get(agent.executor)
             if self.paused or executor is None:
@@ -298,6 +308,7 @@ class Claimer:
                 continue
             started.append(self.table.launch(claim, agent, executor))
         self.ahead.started(started)
+        return len(started)
 
     def _log_claimed(self, claims: list) -> None:
         """One log line for each claimed task, as it is claimed (before it starts or waits)."""

@@ -112,6 +112,38 @@ def test_a_task_claimed_ahead_that_found_no_slot_in_time_goes_back_with_its_atte
     table.hand_back_all()
 
 
+@pytest.mark.parametrize("stop", ["paused", "halted"])
+def test_what_was_claimed_ahead_for_an_agent_paused_or_halted_since_goes_back_unstarted(pool, conn, tmp_path, stop):
+    make_agent(conn, "bench", executor="noop")
+    make_agent(conn, "slow", executor="noop", settings={"delay_seconds": 60})
+    for _ in range(3):
+        make_task(conn, "bench")
+    table, claimer, _ = services(pool, tmp_path, concurrency=3, claim_ahead=2)
+    assert claimer.run_once() == 3
+    slow = [make_task(conn, "slow") for _ in range(9)]
+    assert claimer.run_once() == 9
+    assert running(table) == 3 and len(claimer.ahead) == 6
+    # The operator pauses the agent (or its endpoint's refusal halts it) while six wait for a slot.
+    if stop == "paused":
+        queue.pause_agent(conn, "slow", actor="operator", reason="quota resets at noon")
+        why = "claimed ahead, and then: an operator paused the agent"
+    else:
+        queue.halt_agent(conn, "slow", "the model endpoint refused it: HTTP 404")
+        why = "claimed ahead, and then: the model endpoint refused it: HTTP 404"
+    claimer.agents_changed()
+    first = next(run for run in table.snapshot() if run.executor.is_alive(run.handle))
+    first.executor.stop(first.handle)
+    # A slot came free: nothing of the stopped agent starts in it, and what waited goes back.
+    assert claimer.run_once() == 0
+    assert running(table) == 2 and len(claimer.ahead) == 0
+    waiting = [queue.get_task(conn, t.id) for t in slow[3:]]
+    assert [t.status.value for t in waiting] == ["enqueued"] * 6
+    assert all(t.attempt_count - t.attempt_base == 0 for t in waiting)  # not counted against the budget
+    assert {t.attempts[0].error for t in waiting} == {why}
+    assert table.counters.snapshot()["runs_started"] == 3 + 3
+    table.hand_back_all()
+
+
 def test_a_pausing_worker_gives_back_what_it_claimed_ahead(pool, conn, tmp_path):
     make_agent(conn, "bench", executor="noop")
     make_agent(conn, "slow", executor="noop", settings={"delay_seconds": 60})
