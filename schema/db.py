@@ -82,7 +82,7 @@ def start_embedded(data_dir: Path) -> str:
     """Starts (or joins) the embedded server of this data dir and returns its DSN.
 
     The server outlives the process that started it, so every process with the same data dir
-    shares it; `quire db stop` stops it.
+    shares it; `quire db-stop` stops it.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
