@@ -223,7 +223,7 @@ class Claimer:
             claims = self.ahead.take(free)
             if not claims:
                 break
-            started += self._launch(claims, self._agents)
+            started += self._launch(claims, self._agents, ahead=True)
         return started
 
     def hand_back_ahead(self) -> int:
@@ -286,9 +286,10 @@ class Claimer:
         if waits:
             self._throttle_reopens_at = time.monotonic() + min(waits)
 
-    def _launch(self, claims: list, agents: dict[str, Agent]) -> int:
-        """Starts each claimed attempt on its agent's executor, or hands it back (the worker or the
-        agent paused, the agent halted or gone); returns how many it handed on to the executors."""
+    def _launch(self, claims: list, agents: dict[str, Agent], *, ahead: bool = False) -> int:
+        """Starts each claimed attempt on its agent's executor, or hands it back (the worker paused,
+        the agent gone; for claims that waited `ahead`, the agent paused, halted or misconfigured
+        since); returns how many it handed on to the executors."""
         started = []
         now = datetime.now(UTC)
         for claim in claims:
@@ -296,7 +297,7 @@ class Claimer:
             if agent is None:  # claimed ahead, and the agent is gone from the configuration since
                 self._give_back(claim, reason="the agent is no longer configured")
                 continue
-            stopped = agent.cannot_run or ("an operator paused the agent" if agent.paused(now) else None)
+            stopped = ahead and (agent.cannot_run or ("an operator paused the agent" if agent.paused(now) else None))
             if stopped:
                 # Claimed ahead, and since then halted (its endpoint refused it), misconfigured or
                 # paused by an operator: nothing new of it starts; the task waits as its others do.
