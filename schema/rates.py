@@ -79,19 +79,28 @@ class Rates:
                 + self.ocr_seconds_base * ocr_documents + self.ocr_seconds_per_page * ocr_pages)
 
 
+def least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Seconds on pages by least squares over (pages, seconds) points: a base a document and a rate
+    a page, the rate never negative (one page count only: the mean as the base, no rate). The base
+    may come out negative; each caller says what stands instead. At least one point."""
+    n = len(points)
+    sp = sum(p for p, _ in points)
+    ss = sum(s for _, s in points)
+    spp = sum(p * p for p, _ in points)
+    sps = sum(p * s for p, s in points)
+    denominator = n * spp - sp ** 2
+    slope = max((n * sps - sp * ss) / denominator if denominator > 1e-9 else 0.0, 0.0)
+    return (ss - slope * sp) / n, slope
+
+
 def _line(rows: list[dict[str, Any]], base: float, per_page: float) -> tuple[float, float, int]:
-    """Least squares of wall seconds on pages (with one page count only, the mean per document);
-    the given line until there are LEARN_MIN rows."""
+    """Least squares of wall seconds on pages (with one page count only, the mean per document; a
+    base below zero read as zero); the given line until there are LEARN_MIN rows."""
     n = len(rows)
     if n < LEARN_MIN:
         return base, per_page, 0
-    sp = sum(r["pages"] for r in rows)
-    ss = sum(r["wall_s"] for r in rows)
-    spp = sum(r["pages"] ** 2 for r in rows)
-    sps = sum(r["pages"] * r["wall_s"] for r in rows)
-    denominator = n * spp - sp ** 2
-    slope = max((n * sps - sp * ss) / denominator if denominator > 1e-9 else 0.0, 0.0)
-    return max((ss - slope * sp) / n, 0.0), slope, n
+    fitted_base, slope = least_squares([(r["pages"], r["wall_s"]) for r in rows])
+    return max(fitted_base, 0.0), slope, n
 
 
 def _quantile(values: list[float], q: float) -> float:

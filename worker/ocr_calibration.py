@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from schema import calibration
+from schema import calibration, rates
 from worker import logs
 
 if TYPE_CHECKING:
@@ -141,19 +141,13 @@ def measure_text_seconds(paths: list[Path]) -> tuple[float, float] | None:
 
 
 def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
-    """Least squares of seconds on pages, neither part negative (one page count only: the mean as
-    the base)."""
+    """Least squares of seconds on pages (rates.least_squares), neither part negative: a base below
+    zero gives the line through the origin instead. None without points."""
     if not points:
         return None
-    n = len(points)
-    sp = sum(p for p, _ in points)
-    ss = sum(s for _, s in points)
-    sps, spp = sum(p * s for p, s in points), sum(p * p for p, _ in points)
-    denominator = n * spp - sp ** 2
-    slope = max((n * sps - sp * ss) / denominator, 0.0) if denominator > 0 else 0.0
-    base = (ss - slope * sp) / n
-    if base < 0:  # through the origin instead
-        return 0.0, sps / spp
+    base, slope = rates.least_squares([(float(p), s) for p, s in points])
+    if base < 0:
+        return 0.0, sum(p * s for p, s in points) / sum(p * p for p, _ in points)
     return base, slope
 
 
