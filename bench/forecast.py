@@ -38,6 +38,7 @@ from bench.corpus import generate_document, kind_for
 from bench.fake_http import FakeHttpServer, Request
 from bench.pgserver import bench_server
 from bench.realworld.scan import scan_pdf
+from schema.forecast import finish_time
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-forecast-token"
@@ -216,6 +217,13 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
         for label, f, a in rows:
             print(f"{label:<20}{f:>14,.4f}{a:>14,.4f}{(a / f if f else float('nan')):>18.3f}")
         with db.connect(dsn) as conn:
+            runs = [float(r["s"]) for r in conn.execute(
+                "SELECT extract(epoch FROM a.finished_at - a.started_at) AS s FROM task_attempts a "
+                "JOIN tasks t ON t.id = a.task_id WHERE t.batch_id = %s AND a.status = 'completed' "
+                "ORDER BY t.id, a.id", [held["batch_id"]])]
+            slots = plan["concurrency"]
+            print(f"the batch's own runs replayed in queue order on {slots:g} at once "
+                  f"(schema.forecast.finish_time): {finish_time(runs, slots):,.1f} s; summed {sum(runs):,.1f} s")
             print("run seconds per page, by batch and kind (mean over completed attempts):")
             for r in conn.execute(
                     "SELECT t.batch_id, t.scanned, count(*) AS n, sum(t.pages) AS pages, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -83,6 +84,23 @@ def effective_concurrency(agent_cap: int | None, workers: int, observed: float |
     return max(1.0, min(limit, observed)) if observed else float(limit)
 
 
+def finish_time(durations: list[float], concurrency: float, busy_seconds: float = 0.0) -> float:
+    """When the last of these runs ends, if they start in this order, each as soon as a slot frees.
+
+    The slots are `concurrency` rounded up; where the overlap achieved is below that (gaps between
+    one run and the next), each run counts as longer by the ratio, so that many short runs take
+    their summed time over `concurrency`, as before. `busy_seconds`, the work ahead of them (runs
+    in flight and tasks queued before), is spread over the slots first. Where one long run comes
+    last, the batch ends with it alone; where it comes first, the rest run beside it.
+    """
+    slots = max(1, math.ceil(concurrency - 1e-9))
+    stretch = slots / concurrency
+    free = [busy_seconds * stretch / slots] * slots
+    for seconds in durations:
+        heapq.heappush(free, heapq.heappop(free) + seconds * stretch)
+    return max(free)
+
+
 def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files: list[FileFacts],
                    workers: int, compute_rate_usd_per_hour: float, batch_id: int | None = None,
                    customer: str | None = None) -> Forecast:
@@ -133,10 +151,10 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
     in_flight = ahead["in_flight"]
     concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
-    # Tasks in flight are on average half done; the last document starts once the others have.
+    # Tasks in flight are on average half done; the batch's documents start in their order (the
+    # queue's, within one priority) as slots free.
     in_flight_seconds = ahead["in_flight_seconds"] / 2
-    longest = max(each)
-    eta = (ahead_seconds + in_flight_seconds + work) / concurrency + longest * (1 - 1 / concurrency) / 2
+    eta = finish_time(each, concurrency, ahead_seconds + in_flight_seconds)
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
