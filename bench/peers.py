@@ -224,6 +224,21 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
             "p95": percentile(waits, 0.95), "per_task": per_task}
 
 
+def bytecode_state() -> str:
+    """Whether Quire's modules start from compiled bytecode: where PYTHONDONTWRITEBYTECODE is set and
+    nothing compiled them (`make compile`), every worker start compiles them again, the ones it
+    imports late in the middle of its first claims."""
+    import importlib.util
+
+    sources = [p for part in ("app", "worker", "schema", "agents") for p in (REPO / part).rglob("*.py")]
+    stale = [p for p in sources if not (cached := Path(importlib.util.cache_from_source(str(p)))).exists()
+             or cached.stat().st_mtime < p.stat().st_mtime]
+    if not stale:
+        return "compiled ahead"
+    return (f"{len(stale)} of {len(sources)} modules without current bytecode"
+            + (" (PYTHONDONTWRITEBYTECODE is set: run `make compile`)" if sys.dont_write_bytecode else ""))
+
+
 def load() -> str:
     """The machine's load averages (1, 5, 15 minutes): the machine is shared, and figures move with it."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -288,7 +303,8 @@ def main() -> int:
             version = scalar(conn, "SHOW server_version")
             jit = scalar(conn, "SHOW jit")
         stats = has_stat_statements(server)
-        print(f"PostgreSQL {version} (jit {jit}), {os.cpu_count()} cores, {args.tasks:,} no-op tasks\n", flush=True)
+        print(f"PostgreSQL {version} (jit {jit}), {os.cpu_count()} cores, {args.tasks:,} no-op tasks; "
+              f"Quire's modules: {bytecode_state()}\n", flush=True)
         ratios = []
         for n in range(args.runs):
             before = load()
