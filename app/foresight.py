@@ -22,12 +22,18 @@ def worker_slots(settings: Settings) -> int:
     return settings.worker_concurrency or os.cpu_count() or 1
 
 
+def worker_cores(settings: Settings) -> int | None:
+    """The cores local runs share, as the forecast assumes: this machine's, when the app co-hosts the
+    worker (QUIRE_WORKER=on); None (not known here) when the workers run elsewhere."""
+    return (os.cpu_count() or None) if settings.worker == "on" else None
+
+
 async def forecast_files(pool: ConnectionPool, settings: Settings, *, agent: str, priority: int,
                          files: list[FileFacts], customer: str | None = None) -> Forecast:
     """What a batch of these files will cost and when it will be done, before anything runs."""
     return await _in_thread(pool, forecast.forecast_batch, agent=agent, priority=priority, files=files,
                             customer=customer,
-                            workers=worker_slots(settings),
+                            workers=worker_slots(settings), cores=worker_cores(settings),
                             compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour)
 
 
@@ -37,6 +43,7 @@ async def open_batch(pool: ConnectionPool, settings: Settings, *, agent: str, pr
     def work(conn):
         plan = forecast.forecast_batch(conn, agent=agent, priority=priority, files=files,
                                        workers=worker_slots(settings), customer=customer,
+                                       cores=worker_cores(settings),
                                        compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour)
         return forecast.batch_create(conn, plan, customer=customer, held=held, submitted_by=submitted_by), plan
     return await _in_thread(pool, work)
@@ -47,7 +54,7 @@ async def settle_forecast(pool: ConnectionPool, settings: Settings, batch_id: in
     """The forecast over all the batch's accepted files, stored with it."""
     def work(conn):
         plan = forecast.forecast_batch(conn, agent=agent, priority=priority, files=files,
-                                       workers=worker_slots(settings),
+                                       workers=worker_slots(settings), cores=worker_cores(settings),
                                        compute_rate_usd_per_hour=settings.compute_rate_usd_per_hour,
                                        batch_id=batch_id, customer=customer)
         forecast.batch_set_forecast(conn, batch_id, plan)

@@ -217,13 +217,18 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
         for label, f, a in rows:
             print(f"{label:<20}{f:>14,.4f}{a:>14,.4f}{(a / f if f else float('nan')):>18.3f}")
         with db.connect(dsn) as conn:
-            runs = [float(r["s"]) for r in conn.execute(
-                "SELECT extract(epoch FROM a.finished_at - a.started_at) AS s FROM task_attempts a "
-                "JOIN tasks t ON t.id = a.task_id WHERE t.batch_id = %s AND a.status = 'completed' "
-                "ORDER BY t.id, a.id", [held["batch_id"]])]
+            own = conn.execute(
+                "SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS s, a.cpu_seconds AS cpu, "
+                "t.scanned FROM task_attempts a JOIN tasks t ON t.id = a.task_id "
+                "WHERE t.batch_id = %s AND a.status = 'completed' ORDER BY t.id, a.id", [held["batch_id"]]).fetchall()
+            runs = [r["s"] for r in own]
             slots = plan["concurrency"]
             print(f"the batch's own runs replayed in queue order on {slots:g} at once "
                   f"(schema.forecast.finish_time): {finish_time(runs, slots):,.1f} s; summed {sum(runs):,.1f} s")
+            for scanned in (False, True):
+                part = [r for r in own if r["scanned"] == scanned]
+                print(f"  {'scans' if scanned else 'text':<6}{len(part):>4} runs: {sum(r['s'] for r in part):,.1f} s "
+                      f"of wall, {sum(r['cpu'] or 0 for r in part):,.1f} s of CPU")
             print("run seconds per page, by batch and kind (mean over completed attempts):")
             for r in conn.execute(
                     "SELECT t.batch_id, t.scanned, count(*) AS n, sum(t.pages) AS pages, "

@@ -103,9 +103,13 @@ def finish_time(durations: list[float], concurrency: float, busy_seconds: float 
 
 def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files: list[FileFacts],
                    workers: int, compute_rate_usd_per_hour: float, batch_id: int | None = None,
-                   customer: str | None = None) -> Forecast:
+                   customer: str | None = None, cores: int | None = None) -> Forecast:
     """Tokens, LLM cost at the agent's prices, compute cost at the rate, and ETA behind the queue
-    (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it)."""
+    (the batch's own tasks, if already enqueued as `batch_id`, are not ahead of it).
+
+    `cores`: the cores the workers' local runs share (the app's machine, when it co-hosts the worker;
+    None: unknown). With more slots than cores, runs slow each other down: the ETA is then at least
+    the CPU seconds of the work ahead and of the batch over the cores."""
     if not files:
         raise InvalidArgument("A forecast needs at least one file")
     if not is_priority(priority):
@@ -155,6 +159,13 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     # queue's, within one priority) as slots free.
     in_flight_seconds = ahead["in_flight_seconds"] / 2
     eta = finish_time(each, concurrency, ahead_seconds + in_flight_seconds)
+    if cores:
+        cpu = [rates.cpu_seconds(0, 0, p, 1) if f.scanned else rates.cpu_seconds(p) for f, p in zip(files, pages)]
+        cpu_ahead = rates.cpu_seconds((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead,
+                                      (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
+                                      ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead)
+        if cpu_ahead is not None and None not in cpu:
+            eta = max(eta, (cpu_ahead + sum(c for c in cpu if c is not None)) / cores)
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from

@@ -72,11 +72,27 @@ class Rates:
     ocr_prior: str = "static"   # where OCR's page rate came from before scans ran: "static" or "measured"
     text_prior: str = "static"  # where the text line came from before text ran: "static" or "measured"
     mean_seconds: float | None = None  # wall seconds of its recent attempts on average (None: too few)
+    # CPU seconds of a local run = base + per_page * pages, for text and for scans (None: unknown,
+    # as for a remote executor): what a batch needs of the machine's cores, whatever the slots.
+    text_cpu: tuple[float, float] | None = None
+    ocr_cpu: tuple[float, float] | None = None
 
     def seconds(self, pages: float, documents: float = 1, ocr_pages: float = 0, ocr_documents: float = 0) -> float:
         """Wall seconds of documents with text (`pages` over `documents`) and of scans."""
         return (self.seconds_base * documents + self.seconds_per_page * pages
                 + self.ocr_seconds_base * ocr_documents + self.ocr_seconds_per_page * ocr_pages)
+
+    def cpu_seconds(self, pages: float, documents: float = 1, ocr_pages: float = 0,
+                    ocr_documents: float = 0) -> float | None:
+        """CPU seconds of documents with text and of scans, as seconds() counts wall seconds; None
+        where a kind they hold has no CPU line."""
+        total = 0.0
+        for line, n, p in ((self.text_cpu, documents, pages), (self.ocr_cpu, ocr_documents, ocr_pages)):
+            if n or p:
+                if line is None:
+                    return None
+                total += line[0] * n + line[1] * p
+        return total
 
 
 def least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -185,10 +201,38 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
     parallelism = _overlap_while_queued(runs) if len(runs) >= LEARN_MIN else None
     if parallelism is None:
         parallelism = r["sum_s"] / r["busy_s"] if n >= LEARN_MIN and r["busy_s"] else None
+    text_cpu, ocr_cpu = _cpu_lines(measured, spec.executor, text_runs, scan_runs)
     return Rates(scale, share, base, per_page, compute_share, n if n >= LEARN_MIN else 0, parallelism,
                  ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
                  spread=spread, ocr_prior=prior, text_prior=text_prior.source,
-                 mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None)
+                 mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None,
+                 text_cpu=text_cpu, ocr_cpu=ocr_cpu)
+
+
+def _cpu_lines(measured: calibration.OcrCalibration | None, executor: str, text_runs: list[dict[str, Any]],
+               scan_runs: list[dict[str, Any]]) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """A local agent's CPU seconds a run, text and scans apart: a least-squares line of its runs'
+    CPU on pages from LEARN_MIN runs of a kind on; before that, the worker's start-up measure (the
+    agent's text path, and OCR's CPU a page, above the text base). A run's CPU does not grow when
+    other runs share the cores, where its wall seconds do: it is what a batch asks of the cores."""
+    if executor != "local":
+        return None, None
+
+    def fitted(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
+        rows = [r for r in rows if r["cpu_s"] is not None]
+        if len(rows) < LEARN_MIN:
+            return None
+        base, slope = least_squares([(r["pages"], r["cpu_s"]) for r in rows])
+        return max(base, 0.0), slope
+
+    text = fitted(text_runs)
+    if text is None and measured is not None and measured.text_seconds_base is not None \
+            and measured.text_seconds_per_page is not None:
+        text = (measured.text_seconds_base, measured.text_seconds_per_page)
+    ocr = fitted(scan_runs)
+    if ocr is None and text is not None and measured is not None and measured.cpu_seconds_per_page is not None:
+        ocr = (text[0], measured.cpu_seconds_per_page)
+    return text, ocr
 
 
 

@@ -200,8 +200,10 @@ ORDER BY f.ord;
 -- name: agent_learned_seconds_list
 -- An agent's recent completed attempts with the extractor it has now (or none recorded): wall
 -- seconds, pages, and whether the document had no text layer (its pages went through OCR), for
--- seconds per page learned apart for scans and for text.
-SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s, a.started_at, a.finished_at,
+-- seconds per page learned apart for scans and for text; and the CPU seconds the run's process and
+-- its children spent, where the executor measured them (local runs).
+SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s, a.cpu_seconds AS cpu_s,
+       a.started_at, a.finished_at,
        greatest(coalesce(t.pages, 1), 1)::float8 AS pages,
        t.scanned AS ocr
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from schema import customers, forecast, positions, queue
+from schema import calibration, customers, forecast, positions, queue
 from schema.errors import InvalidArgument, InvalidTransition, UnknownAgent
 from schema.rates import LEARNED_SPREAD_FLOOR
 from tests.factories import make_agent, make_task
@@ -164,3 +164,56 @@ def test_held_batches_are_listed_and_a_discarded_one_holds_nothing(conn):
     for task in forecast.batch_task_list(conn, kept):
         queue.cancel(conn, task["id"], actor="op")
     assert forecast.batch_get(conn, kept)["held_tasks"] == 0
+
+
+
+def test_local_runs_learn_their_cpu_seconds_apart_from_their_wall_seconds(conn):
+    make_agent(conn, max_concurrent_tasks=3, executor="local", settings={"extractor": "offline"})
+    start = _clock(conn) - timedelta(hours=2)
+    for i, pages in enumerate([1, 2, 3]):
+        # Each scan kept a core busy all along but for its first half second (its launch), and ran
+        # longer than that beside others.
+        task = _run(conn, "docs", pages=pages, seconds=2 + 14 * pages, scanned=True, start=start + timedelta(minutes=i))
+        conn.execute("UPDATE task_attempts SET cpu_seconds = %s WHERE task_id = %s", [0.5 + 10 * pages, task.id])
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.ocr_seconds_per_page == pytest.approx(14, rel=1e-3)
+    assert rates.ocr_cpu == pytest.approx((0.5, 10.0), rel=1e-6)
+    assert rates.cpu_seconds(0, 0, 6, 1) == pytest.approx(60.5, rel=1e-6)
+    assert rates.cpu_seconds(2) is None  # no text ran, and no worker measured its text path
+
+
+def test_with_more_slots_than_cores_a_batch_is_forecast_no_faster_than_its_cpu_work_over_the_cores(conn):
+    """Three slots on two cores: scans that each keep a core busy cannot run three at once at the
+    speed one runs alone. Their CPU seconds bound the ETA: here the worker's start-up measure."""
+    make_agent(conn, max_concurrent_tasks=3, executor="local", settings={"extractor": "offline"})
+    calibration.ocr_calibration_upsert(conn, host="worker-1", seconds_per_page=10.0, dpi=300, text_seconds_base=0.2,
+                                       text_seconds_per_page=0.05, cpu_seconds_per_page=10.0)
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.ocr_cpu == pytest.approx((0.2, 10.0)) and rates.text_cpu == pytest.approx((0.2, 0.05))
+    scans = [forecast.FileFacts(pages=6, scanned=True)] * 6
+    unknown = forecast.forecast_batch(conn, agent="docs", priority=0, files=scans, workers=3,
+                                      compute_rate_usd_per_hour=0)
+    one_run = rates.seconds(0, 0, 6, 1)
+    assert unknown.eta_seconds == pytest.approx(2 * one_run, rel=1e-3)  # six runs on three slots
+    two = forecast.forecast_batch(conn, agent="docs", priority=0, files=scans, workers=3,
+                                  compute_rate_usd_per_hour=0, cores=2)
+    assert two.eta_seconds == pytest.approx(6 * 60.2 / 2, rel=1e-3)  # their CPU over two cores
+    assert two.eta_seconds > unknown.eta_seconds * 1.3
+    # As many cores as slots or more: the slots are the limit, as before.
+    four = forecast.forecast_batch(conn, agent="docs", priority=0, files=scans, workers=3,
+                                   compute_rate_usd_per_hour=0, cores=4)
+    assert four.eta_seconds == pytest.approx(unknown.eta_seconds, rel=1e-9)
+
+
+def test_a_remote_executors_runs_have_no_cpu_line_and_no_core_bound(conn):
+    make_agent(conn, max_concurrent_tasks=3, executor="databricks", settings={"extractor": "offline"})
+    calibration.ocr_calibration_upsert(conn, host="worker-1", seconds_per_page=10.0, dpi=300, text_seconds_base=0.2,
+                                       text_seconds_per_page=0.05, cpu_seconds_per_page=10.0)
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.text_cpu is None and rates.ocr_cpu is None
+    files = [forecast.FileFacts(pages=2)] * 6
+    without = forecast.forecast_batch(conn, agent="docs", priority=0, files=files, workers=3,
+                                      compute_rate_usd_per_hour=0)
+    with_cores = forecast.forecast_batch(conn, agent="docs", priority=0, files=files, workers=3,
+                                         compute_rate_usd_per_hour=0, cores=1)
+    assert with_cores.eta_seconds == without.eta_seconds
