@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Quire's own modules compiled ahead: an editable install leaves them as sources, and where
-# PYTHONDONTWRITEBYTECODE is set every `quire` process compiles them again, a worker the modules it
-# imports late in the middle of its first claims (bench/peers.py: slower in each of five
-# interleaved pairs; docs/BENCHMARKS.md). Sources changed since are compiled again here, or by Python in memory (a
-# stale .pyc is never used).
+# PYTHONDONTWRITEBYTECODE is set every `quire` process compiles them again, a worker the modules
+# it imports late in the middle of its first claims (bench/peers.py: slower in each of five
+# interleaved pairs; docs/BENCHMARKS.md). Sources changed since are compiled again here, or by
+# Python in memory (a stale .pyc is never used).
 compile:
 	$(BIN)/python -m compileall -q app worker schema agents >/dev/null
 

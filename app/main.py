@@ -98,6 +98,8 @@ def _fold_in_background(app, settings: Settings) -> None:
 
 def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
     """Serves the pages and the API until interrupted; returns the exit code."""
+    if not worker:  # `quire serve --no-worker`: the app holds no worker, whatever QUIRE_WORKER says
+        settings = settings.model_copy(update={"worker": "off"})
     from nicegui import app, background_tasks, ui
     from nicegui.storage import Storage
 
@@ -146,7 +148,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     app.on_startup(lambda: background_tasks.create(session.keep_revocations(app.state.pool),
                                                    name="quire-revocations"))
     app.on_shutdown(broadcaster.stop)
-    if worker and settings.worker == "on":
+    if settings.worker == "on":
         _host_worker(app, settings, dsn, base_url, broadcaster.listener)
     else:  # other workers' agents may report here: serve them until their runs end, or the grace
         from app import stopping

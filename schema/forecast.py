@@ -159,13 +159,13 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     # queue's, within one priority) as slots free.
     in_flight_seconds = ahead["in_flight_seconds"] / 2
     eta = finish_time(each, concurrency, ahead_seconds + in_flight_seconds)
-    if cores:
-        cpu = [rates.cpu_seconds(0, 0, p, 1) if f.scanned else rates.cpu_seconds(p) for f, p in zip(files, pages)]
-        cpu_ahead = rates.cpu_seconds((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead,
-                                      (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
-                                      ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead)
-        if cpu_ahead is not None and None not in cpu:
-            eta = max(eta, (cpu_ahead + sum(c for c in cpu if c is not None)) / cores)
+    if cores:  # the agent's own work ahead and the batch's, in CPU seconds (None: a kind unknown)
+        cpu = [rates.cpu_seconds((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead,
+                                 (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
+                                 ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead),
+               *(rates.cpu_seconds(0, 0, p, 1) if f.scanned else rates.cpu_seconds(p) for f, p in zip(files, pages))]
+        if None not in cpu:
+            eta = max(eta, sum(c or 0.0 for c in cpu) / cores)
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
