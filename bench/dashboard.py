@@ -162,19 +162,19 @@ def first_reads(conn) -> tuple[dict[str, float], dict[str, bool]]:
 
 def fold_steps(conn) -> dict[str, Any]:
     """Folds the backlog in the folder's bounded steps (worker/folder.py); seconds, steps, longest."""
-    started, step_times = time.perf_counter(), []
+    started, step_times, tasks = time.perf_counter(), [], 0
     reported = started
     while True:
         step_started = time.perf_counter()
         folded = rollups.rollup_fold(conn, max_marks=rollups.FOLD_STEP_MARKS)
         step_times.append(time.perf_counter() - step_started)
-        left = rollups.rollup_backlog(conn).marks
-        if folded <= 0 or left == 0:
+        tasks += max(folded, 0)
+        if folded <= 0 or rollups.rollup_backlog(conn).marks == 0:
             break
         if time.perf_counter() - reported >= 60:  # a long backlog shows its progress
             reported = time.perf_counter()
-            print(f"  folding: {len(step_times)} steps in {reported - started:.0f} s, {left:,} marks left, "
-                  f"the last step {step_times[-1]:.1f} s", flush=True)
+            print(f"  folding: {len(step_times)} steps of {rollups.FOLD_STEP_MARKS:,} marks in {reported - started:.0f} s "
+                  f"({tasks:,} tasks folded, a task once per step), the last step {step_times[-1]:.1f} s", flush=True)
     return {"fold_s": time.perf_counter() - started, "steps": len(step_times), "longest_step_s": max(step_times)}
 
 
