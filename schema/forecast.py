@@ -124,8 +124,9 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
             return max(1, math.ceil(f.document_bytes / queue.BYTES_PER_PAGE))
         return queue.DEFAULT_ESTIMATE_PAGES
 
-    def seconds(f: FileFacts, pages: int) -> float:
-        return rates.seconds(0, 0, pages, 1) if f.scanned else rates.seconds(pages)
+    def work_of(f: FileFacts, pages: int) -> tuple[float, float, float, float]:
+        """A file as Rates.seconds and Rates.cpu_seconds count it: text pages and documents, scans'."""
+        return (0, 0, pages, 1) if f.scanned else (pages, 1, 0, 0)
 
     pages = [pages_of(f) for f in files]
     cascade = (spec.settings or {}).get("extractor") == "cascade"
@@ -134,7 +135,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     if spec.price_input_per_mtok is not None and spec.price_output_per_mtok is not None:
         price_in, price_out = float(spec.price_input_per_mtok), float(spec.price_output_per_mtok)
         llm_cost = tokens * ((1 - rates.output_share) * price_in + rates.output_share * price_out) / 1e6
-    each = [seconds(f, p) for f, p in zip(files, pages)]
+    each = [rates.seconds(*work_of(f, p)) for f, p in zip(files, pages)]
     work = sum(each)
     compute_cost = work * rates.compute_share * compute_rate_usd_per_hour / 3600
 
@@ -149,9 +150,9 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         queued_estimate = int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"])
         scale_ahead = max(queued_estimate, queued) / max(queued, 1)
         queued = max(queued_estimate, queued)
-    ahead_seconds = rates.seconds((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead,
-                                  (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
-                                  ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead)
+    ahead_work = ((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead, (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
+                  ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead)
+    ahead_seconds = rates.seconds(*ahead_work)
     ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
     in_flight = ahead["in_flight"]
     concurrency = effective_concurrency(spec.concurrency_limit, workers, rates.parallelism)
@@ -160,10 +161,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     in_flight_seconds = ahead["in_flight_seconds"] / 2
     eta = finish_time(each, concurrency, ahead_seconds + in_flight_seconds)
     if cores:  # the agent's own work ahead and the batch's, in CPU seconds (None: a kind unknown)
-        cpu = [rates.cpu_seconds((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead,
-                                 (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
-                                 ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead),
-               *(rates.cpu_seconds(0, 0, p, 1) if f.scanned else rates.cpu_seconds(p) for f, p in zip(files, pages))]
+        cpu = [rates.cpu_seconds(*ahead_work), *(rates.cpu_seconds(*work_of(f, p)) for f, p in zip(files, pages))]
         if None not in cpu:
             eta = max(eta, sum(c or 0.0 for c in cpu) / cores)
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit

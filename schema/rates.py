@@ -109,13 +109,14 @@ def least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
     return (ss - slope * sp) / n, slope
 
 
-def _line(rows: list[dict[str, Any]], base: float, per_page: float) -> tuple[float, float, int]:
-    """Least squares of wall seconds on pages (with one page count only, the mean per document; a
-    base below zero read as zero); the given line until there are LEARN_MIN rows."""
+def _line(rows: list[dict[str, Any]], base: float, per_page: float, seconds: str = "wall_s") -> tuple[float, float, int]:
+    """Least squares of wall seconds (or the rows' other `seconds`) on pages (with one page count
+    only, the mean per document; a base below zero read as zero); the given line until there are
+    LEARN_MIN rows."""
     n = len(rows)
     if n < LEARN_MIN:
         return base, per_page, 0
-    fitted_base, slope = least_squares([(r["pages"], r["wall_s"]) for r in rows])
+    fitted_base, slope = least_squares([(r["pages"], r[seconds]) for r in rows])
     return max(fitted_base, 0.0), slope, n
 
 
@@ -219,11 +220,8 @@ def _cpu_lines(measured: calibration.OcrCalibration | None, executor: str, text_
         return None, None
 
     def fitted(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
-        rows = [r for r in rows if r["cpu_s"] is not None]
-        if len(rows) < LEARN_MIN:
-            return None
-        base, slope = least_squares([(r["pages"], r["cpu_s"]) for r in rows])
-        return max(base, 0.0), slope
+        base, slope, n = _line([r for r in rows if r["cpu_s"] is not None], 0.0, 0.0, seconds="cpu_s")
+        return (base, slope) if n else None
 
     text = fitted(text_runs)
     if text is None and measured is not None and measured.text_seconds_base is not None \
