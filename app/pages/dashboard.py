@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 
 from fastapi import Request
-from nicegui import app, ui
+from nicegui import app, events, ui
 
 from app import actions, foresight, live, reviews, services
 from app.auth import viewer
@@ -33,6 +33,13 @@ from schema.stats_types import StreamEvent, Summary, TaskFilter
 # for is read once for every page of the process (app.figure_cache).
 # Below this width (px) the filters start folded and the task table shows cards.
 NARROW_PX = 700
+# Reports the page's width now and after each resize (once it settles).
+REPORT_WIDTH = """(() => {
+  const report = () => emitEvent("quire_width", window.innerWidth);
+  let settle;
+  window.addEventListener("resize", () => { clearTimeout(settle); settle = setTimeout(report, 200); });
+  report();
+})()"""
 
 
 def deltas_apply(flt: TaskFilter) -> bool:
@@ -98,11 +105,15 @@ class Dashboard:
         self.table.filter = self.filter
         self.filters.validate()  # a shared link may carry dates that cannot be used: say so
         self.budgets = BudgetBoard(who, self.save_budget)
+        self.narrow = False  # the table until the browser reports a narrow screen
 
-    async def fit_screen(self) -> None:
-        """Folds the filters and shows cards on a phone; the server cannot know the width before this."""
-        width = await ui.run_javascript("window.innerWidth", timeout=5)
-        narrow = int(width or 0) < NARROW_PX
+    def fit_screen(self, event: events.GenericEventArguments) -> None:
+        """Shows cards on a narrow screen and the table on a wide one, as the browser reports its width
+        (once it has loaded, then after each resize); the filters fold when the screen turns narrow."""
+        narrow = int(event.args or 0) < NARROW_PX
+        if narrow == self.narrow:
+            return
+        self.narrow = narrow
         self.table.set_compact(narrow)
         if narrow:
             self.filters.panel.value = False
@@ -351,4 +362,6 @@ async def dashboard_page(request: Request):
     watch(board.on_events, board.on_poll)
     board.watch_reviews()
     ui.timer(0.25, board.refresh_if_due)
-    ui.timer(0, board.fit_screen, once=True)
+    # The browser tells its width, unasked: a round trip from here would wait on a busy browser.
+    ui.on("quire_width", board.fit_screen)
+    ui.run_javascript(REPORT_WIDTH)

@@ -174,6 +174,22 @@ def test_phone_dashboard_shows_cards_folds_the_filters_and_never_scrolls_sideway
     assert page_width(phone) <= PHONE["width"]
 
 
+def test_the_dashboard_follows_a_resize_between_table_and_cards(desktop, app_server):
+    server, conn = app_server
+    [done] = completed_tasks(conn, "Resize Co", 1)
+    dashboard_for(desktop, server, customer="Resize%20Co")
+    card = desktop.locator(f'[data-testid="card-{done}"]')
+    expect(desktop.locator(f'[data-testid="status-{done}"]')).to_be_visible()
+    expect(card).to_have_count(0)  # the table on a wide screen
+    desktop.set_viewport_size(PHONE)
+    expect(card).to_be_visible()
+    expect(desktop.locator('[data-testid="filter-date-from"]')).to_be_hidden()  # the filters fold
+    assert page_width(desktop) <= PHONE["width"]
+    desktop.set_viewport_size(DESKTOP)
+    expect(card).to_have_count(0)
+    expect(desktop.locator(f'[data-testid="status-{done}"]')).to_be_visible()
+
+
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1440", "390"])
 def test_task_detail_truncates_a_long_name_with_a_tooltip_and_fits_the_screen(browser, app_server, viewport):
     server, conn = app_server

@@ -210,6 +210,6 @@ def test_the_header_stays_on_one_line_and_toasts_stay_below_it(browser, app_serv
             const toast = document.querySelector('.q-notification');
             const header = document.querySelector('.q-header').getBoundingClientRect();
             return toast && toast.getBoundingClientRect().top >= header.bottom;
-        }""", timeout=5_000)
+        }""")
     finally:
         page.context.close()
