@@ -19,8 +19,9 @@ from schema.stats import TaskCount
 from schema.stats_types import TaskFilter, TaskRow
 from schema.waiting import REASON_WORDS, WaitReason
 
-# Seconds between confirming a bulk action over the whole filter and doing it: time to undo.
-UNDO_SECONDS = 5
+# Seconds between confirming a bulk action over the whole filter and doing it: time to undo. Counted
+# here, on the server: a busy phone may show the bar a few seconds late, and still has time.
+UNDO_SECONDS = 10
 RETRY_PRIORITIES = {-1: "own priority", 9: "9 · urgent", 7: "7 · high", 5: "5 · normal", 3: "3", 0: "0 · bulk"}
 MAX_CURSOR_WALK = 50
 MAX_ROWS_PER_PAGE = 200  # whatever the browser asks for: one page is never more rows than this

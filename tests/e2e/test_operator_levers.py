@@ -178,7 +178,7 @@ def test_bulk_retry_over_the_whole_filter_shows_the_count_first_and_can_be_undon
         page.locator('[data-testid="retry-all"]').click()
         dialog.locator('[data-testid="confirm-yes"]').click()
         expect(pending).to_contain_text("Retrying 30 tasks in")
-        expect(page.locator(".q-notification", has_text="30 tasks retried")).to_be_visible(timeout=20_000)
+        expect(page.locator(".q-notification", has_text="30 tasks retried")).to_be_visible(timeout=30_000)
         assert statuses() == {"enqueued"}
     finally:
         page.context.close()
