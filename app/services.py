@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -96,9 +97,9 @@ def forget_live(pool: ConnectionPool) -> None:
     figure_cache.for_pool(pool).forget()
 
 
-async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before_id: int | None,
+async def tasks_before(pool: ConnectionPool, flt: TaskFilter, *, before: tuple[datetime | None, int] | None,
                        limit: int) -> list[TaskRow]:
-    return await in_thread(pool, stats.task_list_after, flt, before_id=before_id, limit=limit)
+    return await in_thread(pool, stats.task_list_after, flt, before=before, limit=limit)
 
 
 def _task_with_wait_reason(conn: Connection, task_id: int) -> Task:

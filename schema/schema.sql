@@ -2040,10 +2040,10 @@ CREATE INDEX tasks_batch_idx ON public.tasks USING btree (batch_id) WHERE (batch
 CREATE INDEX tasks_claim_idx ON public.tasks USING btree (agent, priority DESC, created_at, id) WHERE (status = 'enqueued'::public.task_status);
 
 --
--- Name: tasks_created_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: tasks_created_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX tasks_created_idx ON public.tasks USING btree (created_at);
+CREATE INDEX tasks_created_id_idx ON public.tasks USING btree (created_at, id);
 
 --
 -- Name: tasks_customer_created_idx; Type: INDEX; Schema: public; Owner: -

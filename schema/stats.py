@@ -73,7 +73,7 @@ def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: dat
     return figures.charts_of(figures.figures_read(conn, flt, now=now, advance=False))
 
 
-def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "id", descending: bool = True,
+def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "created_at", descending: bool = True,
                      after: tuple[Any, int] | None = None,
                      limit: int = 25) -> tuple[list[TaskRow], tuple[Any, int] | None]:
     """One page of tasks in the requested order after a cursor, and the cursor of the page after it.
@@ -81,7 +81,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
     A cursor is (sort value, id) of the last row shown: the next page starts right after it,
     so a page costs the same at any depth and never shifts under inserts.
     """
-    sort = sort if sort in TASK_SORT_KEYS else "id"
+    sort = sort if sort in TASK_SORT_KEYS else "created_at"
     column = sql.SQL(TASK_SORT_KEYS[sort])
     op = sql.SQL("<" if descending else ">")
     # NULLS LAST on a column that has no NULLs would keep a DESC order off its index.
@@ -98,6 +98,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
             # the text, which Postgres reads as the column's own type.
             params["after_value"] = repr(after[0])
         name = ("task_after_id" if sort == "id" else
+                "task_after_row" if sort in NOT_NULL_SORT_KEYS else
                 "task_after_cursor_null" if after[0] is None else "task_after_cursor")
         condition = sql.SQL(q(name)).format(sort_value=column, op=op)
     query = sql.SQL(q("task_list_keyset" if sort in VIEW_SORT_KEYS else "task_list_keyset_by_task")).format(
@@ -137,10 +138,13 @@ def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
     return TaskCount(rollups.count(conn, flt.params()))
 
 
-def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before_id: int | None,
+def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before: tuple[datetime | None, int] | None,
                     limit: int) -> list[TaskRow]:
-    """Up to `limit` tasks older than `before_id` (newest first)."""
-    rows = _run(conn, "task_list_after", {**flt.params(), "before_id": before_id, "limit": limit})
+    """Up to `limit` tasks submitted before `before` (the created_at and id of the last task shown; a
+    created_at of None is the task's own), newest first."""
+    created, task_id = before if before is not None else (None, None)
+    rows = _run(conn, "task_list_after", {**flt.params(), "before_created": created, "before_id": task_id,
+                                          "limit": limit})
     return waiting.with_wait_reasons(conn, [_task_row(r) for r in rows])
 
 

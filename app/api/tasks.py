@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +23,7 @@ from schema.errors import NotFound
 from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY
 from schema.settings import Settings
-from schema.stats_types import TaskFilter
+from schema.stats_types import TaskFilter, TaskRow
 
 router = APIRouter(prefix="/api", tags=["tasks"])
 _STATUS = {"created": 201, "duplicate": 200, "rejected": 422}
@@ -119,19 +120,26 @@ async def _chunks(upload: UploadFile):
         yield chunk
 
 
-def _cursor(task_id: int) -> str:
-    return base64.urlsafe_b64encode(f"before:{task_id}".encode()).decode().rstrip("=")
+def _cursor(row: TaskRow) -> str:
+    """The next page starts after this task: its id and when it was submitted (the list's order)."""
+    return base64.urlsafe_b64encode(f"before:{row.id}:{row.created_at.isoformat()}".encode()).decode().rstrip("=")
 
 
-def _before(cursor: str | None) -> int | None:
+def _before(cursor: str | None) -> tuple[datetime | None, int] | None:
+    """(submitted, id) of the last task shown. A cursor from before the order was by submission holds
+    the id alone: the task's own submission time is looked up with it."""
     if not cursor:
         return None
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        before = int(text.removeprefix("before:"))
+        task_id, _, created = text.removeprefix("before:").partition(":")
+        before = int(task_id)
         if not inputs.valid_id(before):
             raise ValueError(before)
-        return before
+        at = datetime.fromisoformat(created) if created else None
+        if at is not None and at.tzinfo is None:
+            raise ValueError(created)
+        return at, before
     except ValueError as exc:
         raise HTTPException(status_code=422, detail="cursor not understood: pass next_cursor back as given") from exc
 
@@ -141,8 +149,8 @@ async def list_tasks(flt: TaskFilter = Depends(filter_query), cursor: str | None
                      limit: int = Query(50, ge=1, le=500), _: Identity = Depends(require_user),
                      pool: ConnectionPool = Depends(get_pool)) -> TaskPage:
     """Tasks newest first; pass `next_cursor` back as `cursor` for the following page."""
-    rows = await services.tasks_before(pool, flt, before_id=_before(cursor), limit=limit)
-    next_cursor = _cursor(rows[-1].id) if len(rows) == limit else None
+    rows = await services.tasks_before(pool, flt, before=_before(cursor), limit=limit)
+    next_cursor = _cursor(rows[-1]) if len(rows) == limit else None
     count = await services.task_count(pool, flt)
     return TaskPage(tasks=[TaskOut.model_validate(r) for r in rows], next_cursor=next_cursor,
                     total=count.n, total_is_estimate=not count.exact)

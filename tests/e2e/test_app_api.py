@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from schema import queue
@@ -103,6 +105,12 @@ def test_list_pages_with_a_cursor_and_filters(app_server):
             if not cursor:
                 break
         assert http.get("/api/tasks", params={"status": "nonsense"}).status_code == 422
+        # A cursor of the id alone, as given before the order was by submission, still pages on.
+        legacy = base64.urlsafe_b64encode(f"before:{sorted(ids)[3]}".encode()).decode().rstrip("=")
+        page = http.get("/api/tasks", params={"customer": "Cursor Co", "cursor": legacy}).json()
+        assert [t["id"] for t in page["tasks"]] == sorted(ids, reverse=True)[4:]
+        naive = base64.urlsafe_b64encode(f"before:{sorted(ids)[3]}:2026-01-01T00:00:00".encode()).decode()
+        assert http.get("/api/tasks", params={"cursor": naive}).status_code == 422
     assert seen == sorted(ids, reverse=True)
 
 

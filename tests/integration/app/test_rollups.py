@@ -186,7 +186,7 @@ class Mix:
 
 
 def queue_tasks(conn, statuses: tuple[str, ...]):
-    return stats.task_list_after(conn, TaskFilter(statuses=statuses), before_id=None, limit=50)
+    return stats.task_list_after(conn, TaskFilter(statuses=statuses), before=None, limit=50)
 
 
 def test_rollups_equal_a_full_recount_after_a_random_mix(conn):

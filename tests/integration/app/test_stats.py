@@ -64,7 +64,7 @@ def test_table_pages_by_keyset_and_sorts_on_the_server(conn):
     by_customer, _ = stats.task_list_keyset(conn, TaskFilter(), sort="customer", descending=False, limit=10)
     assert [r.customer for r in by_customer] == ["acme"] * 3 + ["globex"] * 2 + [None]
     # Page by page through a sort with ties and NULLs: every task once, in the order of one query.
-    for sort in ("customer", "confidence", "latency_s", "id", "created_at"):
+    for sort in ("customer", "confidence", "latency_s", "id", "created_at", "status", "agent", "priority"):
         for descending in (True, False):
             whole, _ = stats.task_list_keyset(conn, TaskFilter(), sort=sort, descending=descending, limit=100)
             paged, after = [], None
@@ -75,17 +75,47 @@ def test_table_pages_by_keyset_and_sorts_on_the_server(conn):
                 if after is None:
                     break
             assert [r.id for r in paged] == [r.id for r in whole], (sort, descending)
-    # An unknown sort key is never composed into SQL: it falls back to the id.
+    # An unknown sort key is never composed into SQL: it falls back to newest first.
     fallback, _ = stats.task_list_keyset(conn, TaskFilter(), sort="id; DROP TABLE tasks", limit=10)
-    assert [r.id for r in fallback] == sorted((r.id for r in fallback), reverse=True)
+    assert [r.id for r in fallback] == [r.id for r in sorted(fallback, key=lambda r: (r.created_at, r.id), reverse=True)]
+    assert len(fallback) == 6
 
 
 def test_cursor_listing_is_newest_first_without_overlap(conn):
     make_agent(conn)
     ids = [make_task(conn).id for _ in range(5)]
-    first = stats.task_list_after(conn, TaskFilter(), before_id=None, limit=3)
-    second = stats.task_list_after(conn, TaskFilter(), before_id=first[-1].id, limit=3)
+    first = stats.task_list_after(conn, TaskFilter(), before=None, limit=3)
+    second = stats.task_list_after(conn, TaskFilter(), before=(first[-1].created_at, first[-1].id), limit=3)
     assert [r.id for r in first + second] == sorted(ids, reverse=True)
+    # A cursor of the id alone (the form before the order was by submission) reads the same page.
+    assert [r.id for r in stats.task_list_after(conn, TaskFilter(), before=(None, first[-1].id), limit=3)] \
+        == [r.id for r in second]
+
+
+def test_newest_first_is_the_order_of_submission_and_a_past_range_starts_at_its_end(conn):
+    make_agent(conn)
+    now = datetime.now(UTC)
+    # Submitted out of id order (an import with its own times), and in a past range and after it.
+    late = make_task(conn)
+    conn.execute("UPDATE tasks SET created_at = %s WHERE id = %s", [now - timedelta(days=40), late.id])
+    early = make_task(conn)
+    conn.execute("UPDATE tasks SET created_at = %s WHERE id = %s", [now - timedelta(days=50), early.id])
+    recent = make_task(conn)
+    past = TaskFilter(date_from=now - timedelta(days=60), date_to=now - timedelta(days=30))
+    rows = stats.task_list_after(conn, past, before=None, limit=10)
+    assert [r.id for r in rows] == [late.id, early.id]
+    rows, _ = stats.task_list_keyset(conn, past, limit=10)
+    assert [r.id for r in rows] == [late.id, early.id]
+    everything = stats.task_list_after(conn, TaskFilter(), before=None, limit=10)
+    assert [r.id for r in everything] == [recent.id, late.id, early.id]
+    # One index serves the order from the range's end (a three-row table would be read whole: no seq scan).
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(r["QUERY PLAN"] for r in conn.execute(
+            "EXPLAIN SELECT t.id FROM tasks t WHERE t.created_at < %s ORDER BY t.created_at DESC, t.id DESC LIMIT 25",
+            [now - timedelta(days=30)]).fetchall())
+    assert "Scan Backward using tasks_created_id_idx" in plan and "Sort" not in plan, plan
 
 
 def test_duplicate_lookup_prefers_a_completed_task(conn):
