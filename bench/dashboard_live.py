@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from schema import db, queue, rollups
-from schema.stats_types import TaskFilter
+from schema.stats import NEWEST_FIRST
+from schema.stats_types import TaskFilter, page_touched
 
 AGENTS = 4
 CUSTOMERS = 50
@@ -57,8 +58,7 @@ class Page:
         self.counts_dirty = self.charts_dirty = True
         self.changed_at = time.monotonic()
         self.budgets_dirty |= lagged or any(e.status in ("completed", "failed") for e in events)
-        self.table_dirty |= lagged or any(e.task_id in self.shown or e.prev_status is None
-                                          or e.status in self.flt.statuses for e in events)
+        self.table_dirty |= lagged or page_touched(self.flt, self.shown, events)
 
     async def run(self, stop: asyncio.Event) -> None:
         from app import foresight, services
@@ -81,7 +81,7 @@ class Page:
                 if self.table_dirty:
                     self.table_dirty = False
                     (rows, _), table_current = await services.live_task_page(
-                        pool, flt, sort="id", descending=True, after=None, per_page=25, since=since)
+                        pool, flt, sort=NEWEST_FIRST, descending=True, after=None, per_page=25, since=since)
                     self.shown = {r.id for r in rows}
                     self.table_dirty = not table_current
                     current = current and table_current

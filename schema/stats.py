@@ -24,6 +24,9 @@ TASK_SORT_KEYS: dict[str, str] = {
 }
 
 NOT_NULL_SORT_KEYS = ("id", "created_at", "status", "agent", "priority")
+# The table's order unless another column is picked: newest submission first, the id breaking ties
+# (one index; a date range ending in the past starts at its end).
+NEWEST_FIRST = "created_at"
 # Sorts on what the view adds to the task row (summed spend, latency): their pages read the view whole.
 VIEW_SORT_KEYS = ("tokens", "llm_cost_usd", "latency_s")
 
@@ -73,7 +76,7 @@ def stats_charts_filtered(conn: psycopg.Connection, flt: TaskFilter, *, now: dat
     return figures.charts_of(figures.figures_read(conn, flt, now=now, advance=False))
 
 
-def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "created_at", descending: bool = True,
+def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = NEWEST_FIRST, descending: bool = True,
                      after: tuple[Any, int] | None = None,
                      limit: int = 25) -> tuple[list[TaskRow], tuple[Any, int] | None]:
     """One page of tasks in the requested order after a cursor, and the cursor of the page after it.
@@ -81,7 +84,7 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = "
     A cursor is (sort value, id) of the last row shown: the next page starts right after it,
     so a page costs the same at any depth and never shifts under inserts.
     """
-    sort = sort if sort in TASK_SORT_KEYS else "created_at"
+    sort = sort if sort in TASK_SORT_KEYS else NEWEST_FIRST
     column = sql.SQL(TASK_SORT_KEYS[sort])
     op = sql.SQL("<" if descending else ">")
     # NULLS LAST on a column that has no NULLs would keep a DESC order off its index.

@@ -142,6 +142,27 @@ class StreamEvent:
                               "actor": actor, "at": at})
 
 
+def page_touched(flt: TaskFilter, shown: set[int], events: list[StreamEvent]) -> bool:
+    """Whether these events can change the first page of the filter's tasks, newest first.
+
+    A task shown changed, or one may have joined the filter: submitted (at the top), or taking one of
+    the filter's statuses (a completion, where the filter is the review queue). Events carry agent
+    and status only: a task of another agent never joins; customer and dates are not known here, so
+    they do not rule one out.
+    """
+    for e in events:
+        if e.task_id in shown:
+            return True
+        if flt.agents and e.agent not in flt.agents:
+            continue
+        if e.prev_status is None:
+            if not flt.statuses or e.status in flt.statuses or HELD in flt.statuses:
+                return True
+        elif e.status in flt.statuses or (flt.needs_review and e.status == TaskStatus.COMPLETED):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Charts:
     """The data behind the dashboard's charts."""

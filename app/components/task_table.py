@@ -15,12 +15,10 @@ from app.auth import Identity
 from app.components import format as fmt
 from app.components.confirm import cancel_consequence, confirm, retry_consequence
 from schema.models import TaskStatus
-from schema.stats import TaskCount
+from schema.stats import NEWEST_FIRST, TaskCount
 from schema.stats_types import TaskFilter, TaskRow
 from schema.waiting import REASON_WORDS, WaitReason
 
-# Newest first: by submission, the id breaking ties (a past date range starts at its end, by index).
-DEFAULT_SORT = "created_at"
 # Seconds between confirming a bulk action over the whole filter and doing it: time to undo. Counted
 # here, on the server: a busy phone may show the bar a few seconds late, and still has time.
 UNDO_SECONDS = 10
@@ -117,7 +115,7 @@ def page_request(pagination: dict[str, Any], asked: dict[str, Any]) -> dict[str,
         rows, page = pagination["rowsPerPage"], 1
     merged["rowsPerPage"] = min(max(rows, 1), MAX_ROWS_PER_PAGE)
     merged["page"] = min(max(page, 1), 10**9)
-    merged["sortBy"] = merged["sortBy"] if isinstance(merged["sortBy"], str) else DEFAULT_SORT
+    merged["sortBy"] = merged["sortBy"] if isinstance(merged["sortBy"], str) else NEWEST_FIRST
     merged["descending"] = bool(merged["descending"])
     return merged
 
@@ -173,7 +171,7 @@ class TaskTable:
         self.who = who
         self.filter = TaskFilter()
         self._on_changed = on_changed
-        self.pagination: dict[str, Any] = {"page": 1, "rowsPerPage": 25, "sortBy": DEFAULT_SORT, "descending": True,
+        self.pagination: dict[str, Any] = {"page": 1, "rowsPerPage": 25, "sortBy": NEWEST_FIRST, "descending": True,
                                            "rowsNumber": 0}
         # Keyset paging: page n+1 starts after the (sort value, id) of page n's last row.
         self._cursors: dict[int, tuple[Any, int]] = {}
@@ -242,7 +240,7 @@ class TaskTable:
         known = max((p for p in self._cursors if p <= page), default=1)
         cursor = self._cursors.get(known)
         per_page = self.pagination["rowsPerPage"] or MAX_ROWS_PER_PAGE
-        sort, descending = self.pagination["sortBy"] or DEFAULT_SORT, bool(self.pagination["descending"])
+        sort, descending = self.pagination["sortBy"] or NEWEST_FIRST, bool(self.pagination["descending"])
         # A far jump walks at most MAX_CURSOR_WALK pages (the table offers next and previous).
         for p in range(known, min(page, known + MAX_CURSOR_WALK)):
             (_, cursor), _ = await services.live_task_page(app.state.pool, self.filter, sort=sort,
@@ -266,7 +264,7 @@ class TaskTable:
         page = max(int(self.pagination["page"] or 1), 1)
         after = await self._cursor_for(page)
         (rows, cursor), current = await services.live_task_page(app.state.pool, self.filter,
-                                                                sort=self.pagination["sortBy"] or DEFAULT_SORT,
+                                                                sort=self.pagination["sortBy"] or NEWEST_FIRST,
                                                                 descending=bool(self.pagination["descending"]),
                                                                 after=after, per_page=per_page, since=since)
         if cursor is not None:

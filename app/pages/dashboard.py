@@ -26,7 +26,8 @@ from app.components.task_table import TaskTable
 from app.figure_cache import CHART_MIN_SECONDS, REFRESH_MIN_SECONDS
 from schema.errors import InvalidTransition
 from schema.models import TaskStatus
-from schema.stats_types import StreamEvent, Summary, TaskFilter
+from schema.stats import NEWEST_FIRST
+from schema.stats_types import StreamEvent, Summary, TaskFilter, page_touched
 
 # However many events arrive, a page asks for its figures and table at most once a second
 # (REFRESH_MIN_SECONDS) and redraws its charts at most every five (CHART_MIN_SECONDS); what it asks
@@ -303,9 +304,8 @@ class Dashboard:
         self.events_seen += len(events) + int(lagged)
         shown = {row["id"] for row in self.table.table.rows}
         # The table is read again only when the events can change what it shows.
-        if (lagged or self.table.pagination.get("sortBy") not in (None, "id", "created_at")
-                or any(e.task_id in shown or e.prev_status is None or e.status in self.filter.statuses
-                       for e in events)):
+        if (lagged or self.table.pagination.get("sortBy") not in (None, "id", NEWEST_FIRST)
+                or page_touched(self.filter, shown, events)):
             self.table_due.mark()
         if not lagged and self.summary is not None:
             self.summary = apply_deltas(self.summary, self.filter, events)
