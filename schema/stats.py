@@ -12,7 +12,7 @@ from psycopg import sql
 
 from schema import figures, rollups, waiting
 from schema.models import TaskStatus
-from schema.sql import fetch_all, fetch_row, q, run_query
+from schema.sql import fetch_all, fetch_one, fetch_row, q, run_query
 from schema.stats_types import CHART_ORIGIN, Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
@@ -144,11 +144,18 @@ def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
 def task_list_after(conn: psycopg.Connection, flt: TaskFilter, *, before: tuple[datetime | None, int] | None,
                     limit: int) -> list[TaskRow]:
     """Up to `limit` tasks submitted before `before` (the created_at and id of the last task shown; a
-    created_at of None is the task's own), newest first."""
-    created, task_id = before if before is not None else (None, None)
-    rows = _run(conn, "task_list_after", {**flt.params(), "before_created": created, "before_id": task_id,
-                                          "limit": limit})
-    return waiting.with_wait_reasons(conn, [_task_row(r) for r in rows])
+    created_at of None is the task's own), newest first: the table's first order, by its keyset."""
+    after: tuple[Any, int] | None = None
+    if before is not None:
+        created, task_id = before
+        if created is None:
+            row = fetch_one(conn, "task_created_at", {"id": task_id})
+            if row is None:
+                return []
+            created = row["created_at"]
+        after = (created, task_id)
+    rows, _ = task_list_keyset(conn, flt, sort=NEWEST_FIRST, descending=True, after=after, limit=limit)
+    return rows
 
 
 def _task_row(row: dict[str, Any]) -> TaskRow:

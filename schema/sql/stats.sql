@@ -82,23 +82,10 @@ ORDER BY {order_by};
 -- an index range where an index leads with the column (submitted: tasks_created_id_idx).
 (({sort_value}, t.id) {op} (%(after_value)s, %(after_id)s))
 
--- name: task_list_after
--- Cursor paging for the API: newest first (submitted, then id), keyed on both so a page never
--- shifts under inserts. The page's ids come from tasks first, along tasks_created_id_idx from the
--- filter's end date: a past date range is reached at once, not after walking every newer task.
-WITH page AS (
-    SELECT t.id FROM tasks t
-    WHERE {task_filter}
-      AND (%(before_id)s::bigint IS NULL
-           OR (t.created_at, t.id) < (coalesce(%(before_created)s::timestamptz,
-                                               (SELECT b.created_at FROM tasks b WHERE b.id = %(before_id)s::bigint)),
-                                      %(before_id)s::bigint))
-    ORDER BY t.created_at DESC, t.id DESC
-    LIMIT %(limit)s
-)
-SELECT t.* FROM task_list_rows t
-WHERE t.id = ANY(ARRAY(SELECT page.id FROM page))
-ORDER BY t.created_at DESC, t.id DESC;
+-- name: task_created_at
+-- When a task was submitted: where an API cursor of the id alone (its form before the order was
+-- by submission) starts.
+SELECT t.created_at FROM tasks t WHERE t.id = %(id)s;
 
 -- name: task_count_exact
 -- How many tasks the filters select, counted from the tasks (a filter the rollups do not hold: held).
