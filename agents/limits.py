@@ -181,9 +181,15 @@ def inspect(data: bytes, limits: Limits) -> dict:
         from agents.einvoice import embedded_einvoice
 
         einvoice = embedded_einvoice(pdf, "document")
+        ocr_work = None
+        if pages and not chars:  # a scan: its OCR work, for forecasts (a few pages rendered coarsely)
+            from agents.scanwork import document_work
+
+            ocr_work = document_work(pdf)
     finally:
         pdf.close()
-    return {"ok": True, "pages": pages, "chars": chars, "einvoice": einvoice.standard if einvoice else None}
+    return {"ok": True, "pages": pages, "chars": chars, "einvoice": einvoice.standard if einvoice else None,
+            "ocr_work": ocr_work}
 
 
 def cap_memory(megabytes: int) -> None:

@@ -52,6 +52,7 @@ class CheckedDocument:
     size: int
     chars: int | None = None  # characters of the text layer (None: a scan without one)
     einvoice: str | None = None  # the e-invoice standard it is or embeds (Factur-X, FatturaPA, ...)
+    ocr_work: float | None = None  # a scan's OCR work in standard pages (agents/scanwork.py)
 
 
 def megabytes(num_bytes: int, *, up: bool = False) -> str:
@@ -190,7 +191,8 @@ def _judge(name: str, path: Path, pdf: Path, answer: dict) -> CheckedDocument | 
     if pages == 0:
         return DocumentRejected(f"{name}: the PDF has no pages")
     return CheckedDocument(name=name, path=path, sha256=_sha256(path), pages=pages, size=path.stat().st_size,
-                           chars=chars or None, einvoice=einvoice)
+                           chars=chars or None, einvoice=einvoice,
+                           ocr_work=None if chars else answer.get("ocr_work"))
 
 
 def inspect_files(paths: list[Path]) -> list[dict]:

@@ -189,7 +189,7 @@ def _eta(spot: positions.Position, pace: forecast.Pace) -> float | None:
     it), and after the pause while a Retry-After holds its agent."""
     if spot.ahead is None or spot.agent_cannot_run:
         return None
-    return (spot.agent_paused_seconds or 0.0) + pace.eta_seconds(spot.ahead, spot.pages, spot.scanned)
+    return (spot.agent_paused_seconds or 0.0) + pace.eta_seconds(spot.ahead, spot.pages, spot.scanned, spot.ocr_work)
 
 
 async def budgets(pool: ConnectionPool) -> list[CustomerBudget]:

@@ -103,6 +103,7 @@ class SubmitResult:
     einvoice: str | None = None   # the e-invoice standard the file is or embeds
     duplicate_uri: str | None = None  # where the offered task's document is stored (never shown)
     scanned: bool = False         # no text layer: its pages go through OCR
+    ocr_work: float | None = None  # a scan's OCR work in standard pages (agents/scanwork.py)
 
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
@@ -144,7 +145,8 @@ def _enqueue_checked(conn: Connection, settings: Settings, uploads: list[Upload]
             results.append(SubmitResult(upload.name, "rejected", error=str(doc)))
         else:
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages,
-                                        einvoice=doc.einvoice, scanned=bool(doc.pages) and not doc.chars))
+                                        einvoice=doc.einvoice, scanned=bool(doc.pages) and not doc.chars,
+                                        ocr_work=doc.ocr_work))
             accepted.append((results[-1], doc))
     # Looked up on a re-run too: the new task is linked to the one it repeats. Only the same
     # customer's documents are offered: another customer's task and result are none of theirs.
@@ -170,7 +172,8 @@ def _enqueue_checked(conn: Connection, settings: Settings, uploads: list[Upload]
                     # An e-invoice is read from its XML: it reserves no model tokens.
                     **({"estimated_tokens": 1} if doc.einvoice else {}),
                     parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
-                    batch_id=options.batch_id, held=options.held, scanned=bool(doc.pages) and not doc.chars)
+                    batch_id=options.batch_id, held=options.held, scanned=bool(doc.pages) and not doc.chars,
+                    ocr_work=doc.ocr_work)
                for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)

@@ -229,14 +229,24 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
                 part = [r for r in own if r["scanned"] == scanned]
                 print(f"  {'scans' if scanned else 'text':<6}{len(part):>4} runs: {sum(r['s'] for r in part):,.1f} s "
                       f"of wall, {sum(r['cpu'] or 0 for r in part):,.1f} s of CPU")
-            print("run seconds per page, by batch and kind (mean over completed attempts):")
+            if plan.get("cpu_seconds") is not None:
+                print(f"CPU of the runs: forecast {plan['cpu_seconds']:,.1f} s, actual "
+                      f"{sum(r['cpu'] or 0 for r in own):,.1f} s")
+            print("run seconds per page, by batch and kind (mean over completed attempts; scans also per "
+                  "standard page of OCR work, and CPU seconds):")
             for r in conn.execute(
                     "SELECT t.batch_id, t.scanned, count(*) AS n, sum(t.pages) AS pages, "
-                    "round(sum(extract(epoch FROM a.finished_at - a.started_at))::numeric / sum(t.pages), 2) AS s "
+                    "round(sum(extract(epoch FROM a.finished_at - a.started_at))::numeric / sum(t.pages), 2) AS s, "
+                    "round(sum(t.ocr_work)::numeric, 1) AS work, "
+                    "round(sum(extract(epoch FROM a.finished_at - a.started_at))::numeric "
+                    "      / nullif(sum(t.ocr_work), 0)::numeric, 2) AS s_work, "
+                    "round(sum(a.cpu_seconds)::numeric / nullif(sum(t.ocr_work), 0)::numeric, 2) AS cpu_work "
                     "FROM task_attempts a JOIN tasks t ON t.id = a.task_id WHERE a.status = 'completed' "
                     "GROUP BY 1, 2 ORDER BY 1, 2").fetchall():
                 kind = "scans" if r["scanned"] else "text"
-                print(f"  batch {r['batch_id']} {kind:<6}{r['n']:>4} documents {r['pages']:>4} pages {r['s']:>8} s/page")
+                work = (f"; {r['work']} standard pages, {r['s_work']} s and {r['cpu_work']} s of CPU each"
+                        if r["work"] is not None else "")
+                print(f"  batch {r['batch_id']} {kind:<6}{r['n']:>4} documents {r['pages']:>4} pages {r['s']:>8} s/page{work}")
         return 0
     finally:
         app.terminate()

@@ -14,8 +14,9 @@ from schema.sql import fetch_all, fetch_one
 
 @dataclass(frozen=True)
 class OcrCalibration:
-    """One host's measure: seconds one scanned page took through OCR at this resolution (None: OCR
-    cannot run there), and a text document's seconds (a base and a rate a page; None: not measured)."""
+    """One host's measure: seconds one standard page of OCR work (agents/scanwork.py: a scanned page
+    of 30 lines of text) took at this resolution (None: OCR cannot run there), and a text document's
+    seconds (a base and a rate a page; None: not measured)."""
 
     host: str
     seconds_per_page: float | None
@@ -23,7 +24,7 @@ class OcrCalibration:
     measured_at: datetime
     text_seconds_base: float | None = None
     text_seconds_per_page: float | None = None
-    cpu_seconds_per_page: float | None = None  # OCR's CPU seconds a page in that measure (None: unknown)
+    cpu_seconds_per_page: float | None = None  # OCR's CPU seconds a standard page in that measure (None: unknown)
 
     @property
     def slowdown(self) -> float:

@@ -32,6 +32,7 @@ class FileFacts:
     document_bytes: int | None = None
     einvoice: bool = False      # read from its XML: no model tokens, whatever the extractor
     scanned: bool = False       # no text layer: its pages go through OCR
+    ocr_work: float | None = None  # a scan's OCR work in standard pages (agents/scanwork.py; None: its pages)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Forecast:
     eta_low_seconds: float | None = None   # likely range: 10th-90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
     budget_warning: str | None = None      # the batch would take its customer past the monthly budget
+    cpu_seconds: float | None = None       # the CPU its local runs need, summed (None: not local, or unknown)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,8 +127,9 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         return queue.DEFAULT_ESTIMATE_PAGES
 
     def work_of(f: FileFacts, pages: int) -> tuple[float, float, float, float]:
-        """A file as Rates.seconds and Rates.cpu_seconds count it: text pages and documents, scans'."""
-        return (0, 0, pages, 1) if f.scanned else (pages, 1, 0, 0)
+        """A file as Rates.seconds and Rates.cpu_seconds count it: text pages and documents, and a
+        scan's OCR work (its standard pages where measured, else its pages)."""
+        return (0, 0, f.ocr_work if f.ocr_work is not None else pages, 1) if f.scanned else (pages, 1, 0, 0)
 
     pages = [pages_of(f) for f in files]
     cascade = (spec.settings or {}).get("extractor") == "cascade"
@@ -150,7 +153,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
         queued_estimate = int(plan["QUERY PLAN"][0]["Plan"]["Plan Rows"])
         scale_ahead = max(queued_estimate, queued) / max(queued, 1)
         queued = max(queued_estimate, queued)
-    ahead_work = ((ahead["pages"] - ahead["ocr_pages"]) * scale_ahead, (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
+    ahead_work = (ahead["text_pages"] * scale_ahead, (ahead["n"] - ahead["ocr_n"]) * scale_ahead,
                   ahead["ocr_pages"] * scale_ahead, ahead["ocr_n"] * scale_ahead)
     ahead_seconds = rates.seconds(*ahead_work)
     ahead_tokens = ahead["tokens"] * scale_ahead * rates.token_scale
@@ -160,10 +163,13 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
     # queue's, within one priority) as slots free.
     in_flight_seconds = ahead["in_flight_seconds"] / 2
     eta = finish_time(each, concurrency, ahead_seconds + in_flight_seconds)
-    if cores:  # the agent's own work ahead and the batch's, in CPU seconds (None: a kind unknown)
-        cpu = [rates.cpu_seconds(*ahead_work), *(rates.cpu_seconds(*work_of(f, p)) for f, p in zip(files, pages))]
-        if None not in cpu:
-            eta = max(eta, sum(c or 0.0 for c in cpu) / cores)
+    # The agent's own work ahead and the batch's, in CPU seconds (None: a kind without a CPU line).
+    own_cpu = [rates.cpu_seconds(*work_of(f, p)) for f, p in zip(files, pages)]
+    batch_cpu = None if None in own_cpu else sum(c or 0.0 for c in own_cpu)
+    if cores and batch_cpu is not None:
+        ahead_cpu = rates.cpu_seconds(*ahead_work)
+        if ahead_cpu is not None:
+            eta = max(eta, (ahead_cpu + batch_cpu) / cores)
     if spec.tpm_limit:  # the stricter of the configured and the adaptive limit
         eta = max(eta, (ahead_tokens + tokens) / spec.tpm_limit * 60)
     basis = (f"rates learned from {rates.learned_from} completed attempts" if rates.learned_from
@@ -207,7 +213,8 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
                     ahead_exact=exact, concurrency=concurrency, max_tpm=spec.tpm_limit, basis=basis,
                     warning=warning, scanned_pages=scanned,
                     eta_low_seconds=round(eta * spread[0], 3), eta_high_seconds=round(eta * spread[1], 3),
-                    budget_warning=budget_warning)
+                    budget_warning=budget_warning,
+                    cpu_seconds=None if batch_cpu is None else round(batch_cpu, 3))
 
 
 # -- batches ------------------------------------------------------------------------------------
@@ -278,10 +285,13 @@ class Pace:
     mean_task_tokens: float
     rates: Rates
 
-    def eta_seconds(self, ahead: int, pages: int | None, scanned: bool = False) -> float:
-        """Seconds until a task with `ahead` tasks before it is done."""
+    def eta_seconds(self, ahead: int, pages: int | None, scanned: bool = False,
+                    ocr_work: float | None = None) -> float:
+        """Seconds until a task with `ahead` tasks before it is done (a scan's OCR work in standard
+        pages, where measured)."""
         pages = max(pages or queue.DEFAULT_ESTIMATE_PAGES, 1)
-        own = self.rates.seconds(0, 0, pages, 1) if scanned else self.rates.seconds(pages)
+        own = (self.rates.seconds(0, 0, pages if ocr_work is None else ocr_work, 1) if scanned
+               else self.rates.seconds(pages))
         eta = ahead * self.mean_task_seconds / self.concurrency + own
         if self.max_tpm:
             eta = max(eta, (ahead + 1) * self.mean_task_tokens / self.max_tpm * 60)

@@ -225,6 +225,7 @@ class Task:
     held: bool = False                # stored and enqueued, but no claim takes it until released
     batch_id: int | None = None       # the upload it came with, and that upload's forecast
     scanned: bool = False             # no text layer: its pages go through OCR
+    ocr_work: float | None = None     # a scan's OCR work in standard pages (agents/scanwork.py)
     held_seconds: float = 0.0         # time held before an operator released it (not queue time)
     document_chars: int | None = None  # characters of its text, when read before the run
     estimate_is_static: bool = False   # estimated before anything was learned: claims re-size it

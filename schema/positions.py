@@ -33,6 +33,7 @@ class Position:
     agent_cannot_run: str | None = None
     agent_paused_seconds: float | None = None
     scanned: bool = False      # no text layer: its pages go through OCR (a longer run)
+    ocr_work: float | None = None  # a scan's OCR work in standard pages (None: its pages)
 
     def describe(self) -> str:
         """How the batch view and task detail say it."""
@@ -99,7 +100,8 @@ def task_positions(conn: psycopg.Connection, ids: list[int], *, now: datetime | 
                                        else "backoff" if row["run_after"] > clock
                                        else "token budget" if row["waiting_since"] else None)
             agent_facts = {"agent_cannot_run": row["agent_cannot_run"],
-                           "agent_paused_seconds": row["agent_paused_seconds"], "scanned": row["scanned"]}
+                           "agent_paused_seconds": row["agent_paused_seconds"], "scanned": row["scanned"],
+                           "ocr_work": row["ocr_work"]}
             i = index.get(row["id"])
             if i is None:  # past the bound in its own customer's queue
                 out[row["id"]] = Position(row["id"], agent, max(bound, _estimate(conn, agent, priority, row["created_at"])),

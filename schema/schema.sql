@@ -1317,6 +1317,7 @@ CREATE TABLE public.tasks (
     scanned boolean DEFAULT false NOT NULL,
     run_overrides jsonb DEFAULT '{}'::jsonb NOT NULL,
     edits jsonb DEFAULT '[]'::jsonb NOT NULL,
+    ocr_work real,
     CONSTRAINT tasks_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
     CONSTRAINT tasks_document_bytes_check CHECK ((document_bytes >= 0)),
     CONSTRAINT tasks_document_chars_check CHECK ((document_chars > 0)),
@@ -1324,6 +1325,7 @@ CREATE TABLE public.tasks (
     CONSTRAINT tasks_document_uri_check CHECK ((document_uri <> ''::text)),
     CONSTRAINT tasks_estimated_tokens_check CHECK ((estimated_tokens > 0)),
     CONSTRAINT tasks_max_attempts_check CHECK ((max_attempts > 0)),
+    CONSTRAINT tasks_ocr_work_check CHECK ((ocr_work >= (0)::double precision)),
     CONSTRAINT tasks_pages_check CHECK ((pages >= 0)),
     CONSTRAINT tasks_priority_check CHECK (((priority >= 0) AND (priority <= 9)))
 );

@@ -5,7 +5,8 @@ A scanned page costs seconds of CPU where a text page costs milliseconds, and ho
 the machine and the resolution pages are read at. Once it has had no run for two seconds after it
 started (in a thread; the measure takes seconds of CPU, which a backlog should not wait on) the
 worker reads the first page of two bundled samples (a sparse invoice, a dense contract) through the
-same OCR as a run, and records the mean per page for its host. Each page is first made into what a
+same OCR as a run, and records the mean per standard page of OCR work (agents/scanwork.py: a
+page of 30 lines of text) for its host. Each page is first made into what a
 desk scanner gives (150 dpi, tilted, softened, specked with dust, JPEG): Tesseract takes two to
 three times as long over such a page as over a clean rendering. Each page is read REPEATS times and
 its fastest reading kept: the first reading also loads Tesseract's language data, and a measure
@@ -50,17 +51,19 @@ def reading_dpi() -> float:
 
 
 def measure_seconds_per_page(paths: list[Path]) -> float | None:
-    """Mean seconds one page of these PDFs takes through OCR; None when OCR cannot run here or no
-    page could be read."""
+    """Mean seconds one standard page of OCR work takes, read on these PDFs (see measure_ocr); None
+    when OCR cannot run here or no page could be read."""
     measured = measure_ocr(paths)
     return None if measured is None else measured[0]
 
 
 def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
-    """Mean wall and CPU seconds one page of these PDFs takes through OCR (each page's fastest of
-    REPEATS readings; the CPU seconds are this thread's and Tesseract's own); None when OCR cannot
-    run here or no page could be read."""
+    """Mean wall and CPU seconds one standard page of OCR work (agents/scanwork.py) takes, read on
+    the first page of these PDFs (each page's fastest of REPEATS readings, over its work; the CPU
+    seconds are this thread's and Tesseract's own); None when OCR cannot run here or no page could
+    be read."""
     from agents.ocr import ocr_available, ocr_page
+    from agents.scanwork import PAGE_BASE, page_lines, page_work
 
     if not ocr_available():
         return None
@@ -78,9 +81,10 @@ def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
                 ocr_page(pdf[0])
                 took = (time.monotonic() - started, _cpu_seconds() - cpu)
                 fastest = took if fastest is None or took[0] < fastest[0] else fastest
-            if fastest is not None:
-                walls.append(fastest[0])
-                cpus.append(fastest[1])
+            if fastest is not None:  # per standard page: what a forecast counts a scan's OCR work in
+                work = max(page_work(page_lines(pdf[0])), PAGE_BASE)
+                walls.append(fastest[0] / work)
+                cpus.append(fastest[1] / work)
         finally:
             pdf.close()
     if not walls:

@@ -28,6 +28,9 @@ class FileIn(BaseModel):
     size_bytes: limits.FileBytes = None
     einvoice: bool = Field(False, description="an e-invoice XML, or a PDF with one embedded: read without a model")
     scanned: bool = Field(False, description="a PDF without a text layer: its pages go through OCR")
+    ocr_work: float | None = Field(None, ge=0, le=10_000_000, description=(
+        "a scan's OCR work in standard pages (a page of 30 lines of text is 1, a blank page 0.2), "
+        "as an upload measures it; default: its pages"))
 
 
 class ForecastIn(BaseModel):
@@ -57,6 +60,7 @@ class ForecastOut(BaseModel):
     eta_low_seconds: float | None = None   # likely range: 10th to 90th percentile, at least x0.65-x1.35
     eta_high_seconds: float | None = None
     budget_warning: str | None = None      # the batch would take its customer past its monthly budget
+    cpu_seconds: float | None = None       # the CPU its local runs need, summed (null: not local, or unknown)
 
 
 @router.post("/forecast", response_model=ForecastOut)
@@ -66,7 +70,8 @@ async def post_forecast(body: ForecastIn, _: Identity = Depends(require_user), p
     try:
         plan = await foresight.forecast_files(pool, settings, agent=body.agent or settings.default_agent,
                                               priority=body.priority, customer=body.customer,
-                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice, f.scanned) for f in body.files])
+                                              files=[FileFacts(f.pages, f.size_bytes, f.einvoice, f.scanned, f.ocr_work)
+                                                     for f in body.files])
     except NotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except InvalidArgument as exc:

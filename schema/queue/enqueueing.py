@@ -66,7 +66,7 @@ _TASK_DEFAULTS: dict[str, Any] = {
     "customer": None, "priority": DEFAULT_PRIORITY, "document_name": None, "document_sha256": None,
     "document_bytes": None, "document_chars": None, "pages": None, "estimated_tokens": None,
     "max_attempts": 3, "parent_id": None, "batch_id": None, "held": False, "scanned": False,
-    "run_overrides": None}
+    "ocr_work": None, "run_overrides": None}
 BATCH_COLUMNS = ("agent", "document_uri", *_TASK_DEFAULTS, "estimate_is_static")
 _TASK_FIELDS = frozenset(BATCH_COLUMNS) - {"estimate_is_static"}
 _LONGEST = {"agent": MAX_NAME_CHARS, "customer": MAX_NAME_CHARS, "document_name": MAX_DOCUMENT_NAME_CHARS,
@@ -80,14 +80,14 @@ def enqueue(conn: psycopg.Connection, *, agent: str, document_uri: str, priority
             document_chars: int | None = None,
             parent_id: int | None = None, submitted_by: str | None = None,
             max_attempts: int = 3, batch_id: int | None = None, held: bool = False,
-            scanned: bool = False, now: datetime | None = None) -> Task:
+            scanned: bool = False, ocr_work: float | None = None, now: datetime | None = None) -> Task:
     """Adds one task to an agent's queue (one round trip); priority 0..9, 9 the most urgent; a held
     task waits for its batch's release."""
     [task] = enqueue_many(conn, [dict(
         agent=agent, document_uri=document_uri, priority=priority, customer=customer,
         estimated_tokens=estimated_tokens, document_name=document_name, document_sha256=document_sha256,
         pages=pages, document_bytes=document_bytes, document_chars=document_chars, parent_id=parent_id,
-        max_attempts=max_attempts, batch_id=batch_id, held=held, scanned=scanned)],
+        max_attempts=max_attempts, batch_id=batch_id, held=held, scanned=scanned, ocr_work=ocr_work)],
         submitted_by=submitted_by, now=now)
     return task
 
@@ -117,6 +117,11 @@ def _checked(item: Mapping[str, Any], n: int) -> dict[str, Any]:
             raise InvalidArgument("held must be true or false")
         if not isinstance(task["scanned"], bool):
             raise InvalidArgument("scanned must be true or false")
+        if task["ocr_work"] is not None:
+            work = task["ocr_work"]
+            if isinstance(work, bool) or not isinstance(work, (int, float)) or not 0 <= work <= payloads.MAX_PAGES * 10:
+                raise InvalidArgument(f"ocr_work must be a number of standard pages from 0 to "
+                                      f"{payloads.MAX_PAGES * 10:,}, not {work!r}")
         # A static estimate is replaced at claim by what the agent learned documents cost.
         task["estimate_is_static"] = task["estimated_tokens"] is None
         if task["estimated_tokens"] is None:

@@ -60,7 +60,7 @@ WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held
 -- whether its agent can run now (misconfigured or halted: never; paused by a Retry-After: later).
 SELECT t.id, t.agent, t.priority, t.customer, t.status::text AS status, t.held, t.created_at, t.run_after,
        t.waiting_since, t.estimated_tokens, t.pages, t.batch_id,
-       t.scanned,
+       t.scanned, t.ocr_work,
        coalesce(t.customer, '') IN (SELECT customer FROM quire_customers_over_budget(coalesce(%(now)s, now())))
            AS over_budget,
        coalesce(a.config_error, a.halt_reason) AS agent_cannot_run,
@@ -111,19 +111,20 @@ FROM recent;
 -- name: task_work_ahead_bounded
 -- Work queued ahead of a new batch: an agent's enqueued, unheld tasks at its priority or above,
 -- read up to %(bound)s rows from the fair-share index, and its tasks in flight.
--- Scans (no text layer) are counted apart: their pages go through OCR. Tasks in flight come
--- with the seconds their documents would take, at the rates given.
+-- Scans (no text layer) are counted apart, by their OCR work in standard pages where it was
+-- measured (else their pages). Tasks in flight come with the seconds their documents would take,
+-- at the rates given.
 SELECT count(*) AS n, coalesce(sum(estimated_tokens), 0)::float8 AS tokens,
-       coalesce(sum(greatest(coalesce(pages, 4), 1)), 0)::float8 AS pages,
+       coalesce(sum(greatest(coalesce(pages, 4), 1)) FILTER (WHERE NOT ocr), 0)::float8 AS text_pages,
        count(*) FILTER (WHERE ocr)::float8 AS ocr_n,
-       coalesce(sum(greatest(pages, 1)) FILTER (WHERE ocr), 0)::float8 AS ocr_pages,
+       coalesce(sum(coalesce(ocr_work, greatest(pages, 1))) FILTER (WHERE ocr), 0)::float8 AS ocr_pages,
        (SELECT count(*) FROM tasks p WHERE p.agent = %(agent)s AND p.status = 'processing') AS in_flight,
        (SELECT coalesce(sum(CASE WHEN p.scanned
-                                 THEN %(ocr_base)s + %(ocr_per_page)s * p.pages
+                                 THEN %(ocr_base)s + %(ocr_per_page)s * coalesce(p.ocr_work, greatest(p.pages, 1))
                                  ELSE %(base)s + %(per_page)s * greatest(coalesce(p.pages, 4), 1) END), 0)::float8
           FROM tasks p WHERE p.agent = %(agent)s AND p.status = 'processing') AS in_flight_seconds
 FROM (
-    SELECT t.estimated_tokens, t.pages, t.scanned AS ocr FROM tasks t
+    SELECT t.estimated_tokens, t.pages, t.scanned AS ocr, t.ocr_work FROM tasks t
     WHERE t.agent = %(agent)s AND t.status = 'enqueued' AND NOT t.held AND t.priority >= %(priority)s
       AND (%(batch_id)s::bigint IS NULL OR t.batch_id IS DISTINCT FROM %(batch_id)s::bigint)
     LIMIT %(bound)s
@@ -199,12 +200,14 @@ ORDER BY f.ord;
 
 -- name: agent_learned_seconds_list
 -- An agent's recent completed attempts with the extractor it has now (or none recorded): wall
--- seconds, pages, and whether the document had no text layer (its pages went through OCR), for
--- seconds per page learned apart for scans and for text; and the CPU seconds the run's process and
--- its children spent, where the executor measured them (local runs).
+-- seconds, pages (for a scan, its OCR work in standard pages where measured), and whether the
+-- document had no text layer (its pages went through OCR), for seconds per page learned apart for
+-- scans and for text; and the CPU seconds the run's process and its children spent, where the
+-- executor measured them (local runs).
 SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS wall_s, a.cpu_seconds AS cpu_s,
        a.started_at, a.finished_at,
-       greatest(coalesce(t.pages, 1), 1)::float8 AS pages,
+       CASE WHEN t.scanned AND t.ocr_work IS NOT NULL THEN t.ocr_work::float8
+            ELSE greatest(coalesce(t.pages, 1), 1)::float8 END AS pages,
        t.scanned AS ocr
 FROM task_attempts a JOIN tasks t ON t.id = a.task_id
 WHERE a.agent = %(agent)s AND a.status = 'completed' AND a.finished_at IS NOT NULL

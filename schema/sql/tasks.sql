@@ -28,11 +28,11 @@ WITH actor AS (
 )
 INSERT INTO tasks (agent, customer, priority, document_uri, document_name, document_sha256,
                    document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                   parent_id, batch_id, held, scanned, run_overrides, submitted_by, retried_by, run_after,
+                   parent_id, batch_id, held, scanned, ocr_work, run_overrides, submitted_by, retried_by, run_after,
                    created_at, updated_at)
 SELECT r.agent, r.customer, r.priority, r.document_uri, r.document_name, r.document_sha256,
        r.document_bytes, r.document_chars, r.pages, r.estimated_tokens, r.estimate_is_static, r.max_attempts,
-       r.parent_id, r.batch_id, r.held, r.scanned, coalesce(r.run_overrides::jsonb, '{}'::jsonb),
+       r.parent_id, r.batch_id, r.held, r.scanned, r.ocr_work, coalesce(r.run_overrides::jsonb, '{}'::jsonb),
        %(submitted_by)s, %(retried_by)s,
        coalesce(%(now)s, now()), coalesce(%(now)s, now()), coalesce(%(now)s, now())
 FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority)s::smallint[],
@@ -42,10 +42,10 @@ FROM actor CROSS JOIN unnest(%(agent)s::text[], %(customer)s::text[], %(priority
                              %(estimated_tokens)s::integer[],
                              %(estimate_is_static)s::boolean[], %(max_attempts)s::integer[],
                              %(parent_id)s::bigint[], %(batch_id)s::bigint[], %(held)s::boolean[],
-                             %(scanned)s::boolean[], %(run_overrides)s::text[])
+                             %(scanned)s::boolean[], %(ocr_work)s::real[], %(run_overrides)s::text[])
      WITH ORDINALITY AS r(agent, customer, priority, document_uri, document_name, document_sha256,
                           document_bytes, document_chars, pages, estimated_tokens, estimate_is_static, max_attempts,
-                          parent_id, batch_id, held, scanned, run_overrides, ord)
+                          parent_id, batch_id, held, scanned, ocr_work, run_overrides, ord)
 ORDER BY r.ord
 RETURNING *;
 

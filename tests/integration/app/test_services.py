@@ -160,6 +160,21 @@ def test_a_scan_for_an_agent_on_databricks_is_refused_at_upload_with_the_reason(
     assert text.outcome == "created"
 
 
+def test_a_scan_is_stored_with_its_ocr_work_and_a_text_pdf_without(pool, settings, conn):
+    from bench.realworld.scan import scan_pdf
+    from tests.unit.agents import agents_samples
+
+    queue.configure_agent(conn, "docs")
+    [scan, text] = _submit(pool, settings, [
+        submitting.Upload("scan.pdf", scan_pdf(agents_samples.invoice_en()[0], dpi=150, angle=0.0)),
+        submitting.Upload("text.pdf", make_pdf("with a text layer"))])
+    assert scan.outcome == text.outcome == "created" and scan.scanned and not text.scanned
+    assert scan.ocr_work is not None and scan.ocr_work > 0.2 and text.ocr_work is None
+    stored = {r["id"]: r for r in conn.execute("SELECT id, scanned, ocr_work FROM tasks").fetchall()}
+    assert stored[scan.task_id]["scanned"] and stored[scan.task_id]["ocr_work"] == pytest.approx(scan.ocr_work, rel=1e-4)
+    assert stored[text.task_id]["ocr_work"] is None
+
+
 def test_e_invoices_are_accepted_as_xml_and_p7m_and_other_xml_is_refused(pool, settings, conn):
     from tests.unit.agents import einvoice_samples as einvoices
 

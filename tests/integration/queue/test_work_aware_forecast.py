@@ -15,9 +15,9 @@ def _clock(conn):
     return conn.execute("SELECT now() AS n").fetchone()["n"]
 
 
-def _run(conn, agent, *, pages, seconds, scanned, start, cost=None):
+def _run(conn, agent, *, pages, seconds, scanned, start, cost=None, ocr_work=None):
     """One task of `pages` that ran `seconds`, completed at `start` + seconds."""
-    task = make_task(conn, agent, pages=pages, scanned=scanned, now=start)
+    task = make_task(conn, agent, pages=pages, scanned=scanned, now=start, ocr_work=ocr_work)
     (claim,) = queue.claim(conn, agent=agent, worker_id="w", now=start)
     assert claim.task.id == task.id
     report = {"status": "completed", "result": {"ok": True}, "confidence": 0.9,
@@ -55,6 +55,48 @@ def test_scans_learn_their_own_seconds_per_page_and_the_forecast_counts_them(con
     behind = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=1)],
                                      workers=1, compute_rate_usd_per_hour=0)
     assert behind.eta_seconds == pytest.approx(2 + 10 * 12 + 1 + 0.5, rel=1e-3)
+
+
+def test_a_scans_seconds_follow_its_ocr_work_not_its_pages(conn):
+    """Two-page scans that took 2 s + 10 s a standard page of OCR work, whatever their pages: the
+    line is learned on the work, and a dense scan is forecast longer than a sparse one of as many
+    pages, in a batch, ahead of one, and in its own ETA."""
+    make_agent(conn, max_concurrent_tasks=1, settings={"extractor": "offline"})
+    start = _clock(conn) - timedelta(hours=2)
+    for i, work in enumerate([0.5, 1.5, 3.0, 4.0]):
+        _run(conn, "docs", pages=2, seconds=2 + 10 * work, scanned=True, ocr_work=work,
+             start=start + timedelta(minutes=i))
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.ocr_seconds_base == pytest.approx(2, rel=1e-3)
+    assert rates.ocr_seconds_per_page == pytest.approx(10, rel=1e-3) and rates.ocr_learned_from == 4
+
+    def plan(*files):
+        return forecast.forecast_batch(conn, agent="docs", priority=0, files=list(files), workers=1,
+                                       compute_rate_usd_per_hour=0)
+
+    sparse = plan(forecast.FileFacts(pages=2, scanned=True, ocr_work=0.6))
+    dense = plan(forecast.FileFacts(pages=2, scanned=True, ocr_work=3.6))
+    assert sparse.work_seconds == pytest.approx(2 + 6, rel=1e-3)
+    assert dense.work_seconds == pytest.approx(2 + 36, rel=1e-3)
+    assert sparse.scanned_pages == dense.scanned_pages == 2
+    # Unmeasured (an API caller that gave pages only): its pages stand as its work.
+    assert plan(forecast.FileFacts(pages=2, scanned=True)).work_seconds == pytest.approx(2 + 20, rel=1e-3)
+    # Queued ahead, its work counts in the next batch's ETA; and in its own ETA.
+    queued = make_task(conn, "docs", pages=2, scanned=True, ocr_work=3.6)
+    behind = plan(forecast.FileFacts(pages=2, scanned=True, ocr_work=0.6))
+    assert behind.eta_seconds == pytest.approx(2 + 36 + 2 + 6, rel=1e-3)
+    spot = positions.task_positions(conn, [queued.id])[queued.id]
+    assert spot.ocr_work == pytest.approx(3.6)
+    pace = forecast.agent_pace(conn, "docs", workers=1)
+    assert pace.eta_seconds(0, 2, scanned=True, ocr_work=spot.ocr_work) == pytest.approx(2 + 36, rel=1e-3)
+
+
+def test_a_scans_ocr_work_must_be_a_number_of_pages(conn):
+    make_agent(conn)
+    for bad in (-1, float("nan"), float("inf"), "3", True):
+        with pytest.raises(InvalidArgument, match="ocr_work"):
+            make_task(conn, "docs", pages=2, scanned=True, ocr_work=bad)
+    assert conn.execute("SELECT count(*) AS n FROM tasks").fetchone()["n"] == 0
 
 
 def test_each_documents_eta_knows_whether_it_is_a_scan(conn):
