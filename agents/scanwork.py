@@ -24,8 +24,8 @@ PAGE_BASE = 0.2
 # rendered at less).
 DPI = 75
 MAX_PIXELS = 4_000_000
-# Pages read to count lines; the rest of a longer document is taken to be like them.
-SAMPLE_PAGES = 8
+# Pages read to count lines (about 50 ms each); the rest of a longer document is taken to be like them.
+SAMPLE_PAGES = 4
 # At DPI: a band of ink at least this tall is a line (shorter: a rule, a stray mark), and a line
 # of text with the space under it is about LINE_PX tall.
 MIN_BAND_PX = 3
@@ -55,9 +55,12 @@ def page_work(lines: int) -> float:
     return PAGE_BASE + (1 - PAGE_BASE) * lines / STANDARD_LINES
 
 
-def document_work(pdf: Any) -> float:
+def document_work(pdf: Any) -> float | None:
     """A scanned document's OCR work in standard pages: up to SAMPLE_PAGES pages spread over it
-    are counted, and the others taken to be like them."""
+    are counted, and the others taken to be like them. None where a page cannot be rendered: the
+    document is not refused for that, and its pages stand for its work."""
+    import pypdfium2 as pdfium
+
     pages = len(pdf)
     if not pages:
         return 0.0
@@ -67,6 +70,8 @@ def document_work(pdf: Any) -> float:
         page = pdf[index]
         try:
             work.append(page_work(page_lines(page)))
+        except pdfium.PdfiumError:
+            return None
         finally:
             page.close()
     return round(sum(work) / len(work) * pages, 3)

@@ -180,7 +180,7 @@ def run(args: argparse.Namespace, server_dsn: str) -> int:
         if args.scans:
             # The worker times OCR and text on this machine at start-up: the forecast's priors.
             m = wait_calibration(dsn, timeout=300)
-            print(f"measured at start-up: OCR {m.seconds_per_page:.2f} s a page ({m.cpu_seconds_per_page or 0:.2f} "
+            print(f"measured at start-up: OCR {m.seconds_per_page:.2f} s a standard page ({m.cpu_seconds_per_page or 0:.2f} "
                   f"s of CPU: slowed {m.slowdown:.2f} times); text {m.text_seconds_base or 0:.3f} s a document "
                   f"+ {m.text_seconds_per_page or 0:.3f} s a page (no model)")
         if args.warmup:
