@@ -177,7 +177,7 @@ def forecast_batch(conn: psycopg.Connection, *, agent: str, priority: int, files
                   "(no completed attempts yet)" if rates.text_prior == "measured"
              else "static estimates (no completed attempts yet)")
     scanned = sum(p for f, p in zip(files, pages) if f.scanned)
-    spread = rates.spread
+    spread = rates.batch_spread(len(files))
     if scanned:
         if rates.ocr_learned_from:
             basis += f"; OCR time learned from {rates.ocr_learned_from} scans"

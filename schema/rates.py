@@ -76,6 +76,19 @@ class Rates:
     # as for a remote executor): what a batch needs of the machine's cores, whatever the slots.
     text_cpu: tuple[float, float] | None = None
     ocr_cpu: tuple[float, float] | None = None
+    spread_runs: int = 0        # runs the spread was learned from (0: a prior's range)
+
+    def batch_spread(self, documents: int) -> tuple[float, float]:
+        """The range of a batch of `documents`: a learned spread is each run's straying from its line,
+        and over many runs the independent part of it evens out, so the part beyond
+        LEARNED_SPREAD_FLOOR (what the machine's load moves all runs by at once) narrows with the
+        square root of the documents. A prior's range stays whole: all documents share its error."""
+        if not self.spread_runs or documents <= 1:
+            return self.spread
+        shrink = 1 / math.sqrt(documents)
+        low, high = self.spread
+        return (min(1 - (1 - low) * shrink, LEARNED_SPREAD_FLOOR[0]),
+                max(1 + (high - 1) * shrink, LEARNED_SPREAD_FLOOR[1]))
 
     def seconds(self, pages: float, documents: float = 1, ocr_pages: float = 0, ocr_documents: float = 0) -> float:
         """Wall seconds of documents with text (`pages` over `documents`) and of scans."""
@@ -194,9 +207,11 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
             ocr_base, ocr_per_page = ocr_base * median, ocr_per_page * median
         else:
             base, per_page = base * median, per_page * median
+    spread_runs = 0
     if len(relative) >= LEARN_MIN:
         spread = (min(_quantile(relative, 0.1), LEARNED_SPREAD_FLOOR[0]),
                   max(_quantile(relative, 0.9), LEARNED_SPREAD_FLOOR[1]))
+        spread_runs = len(relative)
     compute_share = r["compute_s"] / r["compute_wall_s"] if r["compute_wall_s"] > 0 else 1.0
     # Observed overlap: it folds in what slots lose between runs (dispatch, reports, a busy machine).
     parallelism = _overlap_while_queued(runs) if len(runs) >= LEARN_MIN else None
@@ -207,7 +222,7 @@ def learned_rates(conn: psycopg.Connection, agent: str) -> Rates:
                  ocr_seconds_base=ocr_base, ocr_seconds_per_page=ocr_per_page, ocr_learned_from=ocr_n,
                  spread=spread, ocr_prior=prior, text_prior=text_prior.source,
                  mean_seconds=sum(x["wall_s"] for x in runs) / len(runs) if len(runs) >= LEARN_MIN else None,
-                 text_cpu=text_cpu, ocr_cpu=ocr_cpu)
+                 text_cpu=text_cpu, ocr_cpu=ocr_cpu, spread_runs=spread_runs)
 
 
 def _cpu_lines(measured: calibration.OcrCalibration | None, executor: str, text_runs: list[dict[str, Any]],

@@ -259,3 +259,36 @@ def test_a_remote_executors_runs_have_no_cpu_line_and_no_core_bound(conn):
     with_cores = forecast.forecast_batch(conn, agent="docs", priority=0, files=files, workers=3,
                                          compute_rate_usd_per_hour=0, cores=1)
     assert with_cores.eta_seconds == without.eta_seconds
+
+
+def test_a_batchs_range_narrows_with_its_documents_where_the_spread_was_learned(conn):
+    """Runs that strayed far from their line: one document's range is their whole 10th to 90th
+    percentile; a batch of a hundred evens the independent part out, down to the floor the
+    machine's load leaves, and never narrower."""
+    make_agent(conn, max_concurrent_tasks=1)
+    start = _clock(conn) - timedelta(hours=2)
+    for i, seconds in enumerate([2, 2, 2, 2, 4, 4, 8, 8, 8, 16]):  # 2-page documents, 2 to 16 s
+        _run(conn, "docs", pages=2, seconds=seconds, scanned=False, start=start + timedelta(minutes=i))
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.spread_runs == 10 and rates.spread[0] < 0.6 and rates.spread[1] > 2
+
+    def plan(n):
+        p = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=2)] * n,
+                                    workers=1, compute_rate_usd_per_hour=0)
+        return p.eta_low_seconds / p.eta_seconds, p.eta_high_seconds / p.eta_seconds
+
+    one, four, hundred = plan(1), plan(4), plan(100)
+    assert one == pytest.approx(rates.spread, rel=1e-3)
+    assert four[1] == pytest.approx(1 + (rates.spread[1] - 1) / 2, rel=1e-3)
+    assert four[0] == pytest.approx(min(1 - (1 - rates.spread[0]) / 2, LEARNED_SPREAD_FLOOR[0]), rel=1e-3)
+    assert hundred == pytest.approx(LEARNED_SPREAD_FLOOR, rel=1e-3)
+
+
+def test_a_priors_range_stays_whole_however_many_documents(conn):
+    make_agent(conn, max_concurrent_tasks=1)
+    rates = forecast.learned_rates(conn, "docs")
+    assert rates.spread_runs == 0
+    p = forecast.forecast_batch(conn, agent="docs", priority=0, files=[forecast.FileFacts(pages=2)] * 100,
+                                workers=1, compute_rate_usd_per_hour=0)
+    assert (p.eta_low_seconds / p.eta_seconds, p.eta_high_seconds / p.eta_seconds) == pytest.approx(rates.spread,
+                                                                                                   rel=1e-3)
