@@ -1,7 +1,7 @@
 """A scan's OCR work, read before any OCR runs: its text lines, counted on a coarse render.
 
 Tesseract's time on a page follows the text it finds there far more than the page itself: over 95
-generated scans a page took 1.8 to 14.8 s of CPU, and its lines of text told them apart (a
+pages of generated scans a page took 1.8 to 14.8 s of CPU, and its lines of text told them apart (a
 correlation of 0.87, against none for a page count; docs/BENCHMARKS.md). A line is cheap to count
 before reading: at 75 dpi, with specks of dust taken out by a median filter, the rows of pixels
 holding ink form one band per line of text. A band taller than a line (a photo, a logo, lines set
@@ -30,8 +30,10 @@ SAMPLE_PAGES = 4
 # of text with the space under it is about LINE_PX tall.
 MIN_BAND_PX = 3
 LINE_PX = 14
-# A pixel row holds ink where more than this many of its pixels are dark.
+# A pixel row holds ink where more than this many of its pixels are dark, its outer EDGE_SHARE of
+# width on each side not counted.
 ROW_INK_PX = 2
+EDGE_SHARE = 0.05
 _DARK = 160
 
 
@@ -43,7 +45,10 @@ def page_lines(page: Any) -> int:
     width, height = page.get_size()
     scale = min(DPI / 72, (MAX_PIXELS / max(width * height, 1.0)) ** 0.5)
     image = page.render(scale=scale, grayscale=True).to_pil().convert("L").filter(ImageFilter.MedianFilter(3))
-    rows = (np.asarray(image) < _DARK).sum(axis=1) > ROW_INK_PX
+    ink = np.asarray(image) < _DARK
+    # A scanner's dark edge (the lid, the sheet's shadow) would ink every row: the sides are left out.
+    edge = int(ink.shape[1] * EDGE_SHARE)
+    rows = ink[:, edge:ink.shape[1] - edge].sum(axis=1) > ROW_INK_PX
     # Runs of inked rows: where the profile steps up and where it steps down.
     edges = np.flatnonzero(np.diff(np.concatenate(([0], rows.astype(np.int8), [0]))))
     heights = (edges[1::2] - edges[::2]) * (DPI / 72 / scale)

@@ -76,3 +76,13 @@ def test_the_upload_check_measures_a_scan_and_leaves_a_text_pdf_alone():
     assert blank["ocr_work"] == pytest.approx(PAGE_BASE)
     text = inspect((SAMPLES / "contract_master_services_meridian.pdf").read_bytes(), Limits.from_env())
     assert text["chars"] > 0 and text["ocr_work"] is None
+
+
+def test_a_scanners_dark_edges_are_not_lines():
+    page = _page(10)
+    edged = page.copy()
+    for x in range(40):  # the lid's shadow down both sides of the sheet
+        for y in range(edged.height):
+            edged.putpixel((x, y), 30)
+            edged.putpixel((edged.width - 1 - x, y), 30)
+    assert _lines(_scan(edged)) == _lines(_scan(page))
