@@ -14,11 +14,14 @@ from schema import db, queue
 from tests.waiting import wait_until
 from tests.worker_helpers import Proc, counts_by_status, free_port, quire, quire_env, wait_for_http
 
+# Enough work that it is still running when the test looks (80 runs of 2 s on 8 slots: 20 s), on a
+# busy machine too.
+FIRST = 80
 CONFIG = """
 [agents.bulk]
 executor = "noop"
 lease_seconds = 5
-settings = { delay_seconds = 1.0 }
+settings = { delay_seconds = 2.0 }
 """
 
 
@@ -56,18 +59,17 @@ def test_e2e_worker_reconnects_and_listens_again_after_a_database_restart(tmp_pa
     procs: list[Proc] = []
     try:
         assert quire("migrate", env=env, cwd=tmp_path).returncode == 0
-        enqueue(dsn, 40)
+        enqueue(dsn, FIRST)
         procs.append(Proc.callback_server(env, tmp_path, port))
         wait_for_http(f"{base}/healthz")
         workers = [Proc.worker(env, tmp_path, f"worker-{i}") for i in range(2)]
         procs.extend(workers)
         wait_until(lambda: all(listener_events(w, "listening") for w in workers), timeout=60,
                    message="both workers to listen")
-        wait_until(lambda: counts_by_status(dsn).get("completed", 0) >= 8, timeout=60,
-                   message="work under way")
+        wait_until(lambda: counts_by_status(dsn).get("completed", 0) >= 8 and in_flight(dsn) >= 2, timeout=60,
+                   message="work under way, with runs in flight")
 
         # The server goes away with runs in flight.
-        wait_until(lambda: in_flight(dsn) >= 2, timeout=30, message="runs in flight")
         assert quire("db-stop", env=server_env, cwd=tmp_path).returncode == 0
         wait_until(lambda: all(listener_events(w, "polling") for w in workers), timeout=30,
                    message="both workers to lose their LISTEN connection")
@@ -75,10 +77,10 @@ def test_e2e_worker_reconnects_and_listens_again_after_a_database_restart(tmp_pa
         wait_until(lambda: all(len(listener_events(w, "listening")) >= 2 for w in workers), timeout=30,
                    message="both workers to listen again")
 
-        wait_until(lambda: counts_by_status(dsn) == {"completed": 40}, timeout=60, interval=0.2,
+        wait_until(lambda: counts_by_status(dsn) == {"completed": FIRST}, timeout=90, interval=0.2,
                    message="the work in flight at the restart to finish")
         enqueue(dsn, 20)
-        wait_until(lambda: counts_by_status(dsn) == {"completed": 60}, timeout=30, interval=0.2,
+        wait_until(lambda: counts_by_status(dsn) == {"completed": FIRST + 20}, timeout=30, interval=0.2,
                    message="work enqueued after the restart, found through LISTEN")
         for worker in workers:
             worker.signal(signal.SIGTERM)
