@@ -54,6 +54,11 @@ class CheckedDocument:
     einvoice: str | None = None  # the e-invoice standard it is or embeds (Factur-X, FatturaPA, ...)
     ocr_work: float | None = None  # a scan's OCR work in standard pages (agents/scanwork.py)
 
+    @property
+    def scanned(self) -> bool:
+        """No text layer: its pages go through OCR."""
+        return bool(self.pages) and not self.chars
+
 
 def megabytes(num_bytes: int, *, up: bool = False) -> str:
     """A size in MB with one decimal at most ("50", "52.4"); `up` rounds up instead of to the nearest."""
@@ -131,7 +136,7 @@ def readable_where_it_runs(doc: CheckedDocument | DocumentRejected, executor: st
                            ) -> CheckedDocument | DocumentRejected:
     """The document, or its refusal when it is a scan and the agent's executor has no OCR: refused
     now rather than failing later in the agent."""
-    if isinstance(doc, DocumentRejected) or not doc.pages or doc.chars or doc.einvoice is not None:
+    if isinstance(doc, DocumentRejected) or not doc.scanned or doc.einvoice is not None:
         return doc
     problem = scan_problem_for(executor)
     if problem:
@@ -191,8 +196,7 @@ def _judge(name: str, path: Path, pdf: Path, answer: dict) -> CheckedDocument | 
     if pages == 0:
         return DocumentRejected(f"{name}: the PDF has no pages")
     return CheckedDocument(name=name, path=path, sha256=_sha256(path), pages=pages, size=path.stat().st_size,
-                           chars=chars or None, einvoice=einvoice,
-                           ocr_work=None if chars else answer.get("ocr_work"))
+                           chars=chars or None, einvoice=einvoice, ocr_work=answer.get("ocr_work"))
 
 
 def inspect_files(paths: list[Path]) -> list[dict]:

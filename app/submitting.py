@@ -19,6 +19,7 @@ from app.figure_cache import in_thread
 from app.inputs import check_text
 from schema import queue, stats
 from schema.errors import NotFound, QuireError
+from schema.forecast import FileFacts
 from schema.models import DEFAULT_PRIORITY, MAX_DOCUMENT_NAME_CHARS, MAX_NAME_CHARS, Task
 from schema.settings import Settings
 
@@ -105,6 +106,10 @@ class SubmitResult:
     scanned: bool = False         # no text layer: its pages go through OCR
     ocr_work: float | None = None  # a scan's OCR work in standard pages (agents/scanwork.py)
 
+    def file_facts(self) -> FileFacts:
+        """What the batch forecast knows of this file."""
+        return FileFacts(pages=self.pages, einvoice=bool(self.einvoice), scanned=self.scanned, ocr_work=self.ocr_work)
+
 
 def check_submission(names: list[str], options: SubmitOptions) -> None:
     """ValueError, before anything is read or written, for a request Postgres could not store."""
@@ -145,8 +150,7 @@ def _enqueue_checked(conn: Connection, settings: Settings, uploads: list[Upload]
             results.append(SubmitResult(upload.name, "rejected", error=str(doc)))
         else:
             results.append(SubmitResult(upload.name, "created", sha256=doc.sha256, pages=doc.pages,
-                                        einvoice=doc.einvoice, scanned=bool(doc.pages) and not doc.chars,
-                                        ocr_work=doc.ocr_work))
+                                        einvoice=doc.einvoice, scanned=doc.scanned, ocr_work=doc.ocr_work))
             accepted.append((results[-1], doc))
     # Looked up on a re-run too: the new task is linked to the one it repeats. Only the same
     # customer's documents are offered: another customer's task and result are none of theirs.
@@ -172,8 +176,7 @@ def _enqueue_checked(conn: Connection, settings: Settings, uploads: list[Upload]
                     # An e-invoice is read from its XML: it reserves no model tokens.
                     **({"estimated_tokens": 1} if doc.einvoice else {}),
                     parent_id=options.parent_id or (earlier.get(doc.sha256) or {}).get("id"),
-                    batch_id=options.batch_id, held=options.held, scanned=bool(doc.pages) and not doc.chars,
-                    ocr_work=doc.ocr_work)
+                    batch_id=options.batch_id, held=options.held, scanned=doc.scanned, ocr_work=doc.ocr_work)
                for _, doc in fresh.values()]
     try:
         tasks = queue.enqueue_many(conn, entries, submitted_by=submitted_by)

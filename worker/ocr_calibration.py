@@ -63,7 +63,7 @@ def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
     seconds are this thread's and Tesseract's own); None when OCR cannot run here or no page could
     be read."""
     from agents.ocr import ocr_available, ocr_page
-    from agents.scanwork import PAGE_BASE, page_lines, page_work
+    from agents.scanwork import page_lines, page_work
 
     if not ocr_available():
         return None
@@ -82,7 +82,7 @@ def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
                 took = (time.monotonic() - started, _cpu_seconds() - cpu)
                 fastest = took if fastest is None or took[0] < fastest[0] else fastest
             if fastest is not None:  # per standard page: what a forecast counts a scan's OCR work in
-                work = max(page_work(page_lines(pdf[0])), PAGE_BASE)
+                work = page_work(page_lines(pdf[0]))
                 walls.append(fastest[0] / work)
                 cpus.append(fastest[1] / work)
         finally:

@@ -28,7 +28,7 @@ class FileIn(BaseModel):
     size_bytes: limits.FileBytes = None
     einvoice: bool = Field(False, description="an e-invoice XML, or a PDF with one embedded: read without a model")
     scanned: bool = Field(False, description="a PDF without a text layer: its pages go through OCR")
-    ocr_work: float | None = Field(None, ge=0, le=10_000_000, description=(
+    ocr_work: limits.FileOcrWork = Field(None, description=(
         "a scan's OCR work in standard pages (a page of 30 lines of text is 1, a blank page 0.2), "
         "as an upload measures it; default: its pages"))
 

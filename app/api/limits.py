@@ -70,6 +70,20 @@ Priority = Annotated[int, BeforeValidator(_priority)]
 MAX_FILE_PAGES = 100_000
 FilePages = Annotated[int | None, BeforeValidator(_whole("A file's page count", MAX_FILE_PAGES))]
 FileBytes = Annotated[int | None, BeforeValidator(_whole("A file's size in bytes (10 GB at most)", MAX_FILE_BYTES))]
+# A scan's OCR work in standard pages: a dense page reads as about two, so ten a page is room enough.
+MAX_FILE_OCR_WORK = MAX_FILE_PAGES * 10
+
+
+def _ocr_work(value: Any) -> Any:
+    """A JSON number of standard pages (or null): true is not one page, and "3" is not three."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0 <= value <= MAX_FILE_OCR_WORK):
+        raise ValueError(f"A scan's OCR work must be a number of standard pages from 0 to "
+                         f"{MAX_FILE_OCR_WORK:,}, not {str(value)[:30]!r}")
+    return value
+
+
+FileOcrWork = Annotated[float | None, BeforeValidator(_ocr_work)]
 Dollars = Annotated[StrictInt | StrictFloat | None, BeforeValidator(_dollars)]
 TaskId = Annotated[int, BeforeValidator(_task_id)]
 Name = Annotated[str, AfterValidator(_name)]

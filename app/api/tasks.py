@@ -104,9 +104,7 @@ async def submit_tasks(
     if created:
         plan = await foresight.settle_forecast(
             pool, settings, batch_id, agent=agent, priority=level, customer=customer,
-            files=[FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned,
-                                        ocr_work=r.ocr_work)
-                   for r in results if r.outcome == "created"])
+            files=[r.file_facts() for r in results if r.outcome == "created"])
     if created and rejected:
         response.status_code = 207
     elif not created:

@@ -148,9 +148,7 @@ class UploadForm:
                                          if r.outcome == "duplicate" and (u := _rerun_upload(r))})
                 created += sum(r.outcome == "created" for r in results)
                 rejected += sum(r.outcome == "rejected" for r in results)
-                facts += [FileFacts(pages=r.pages, einvoice=bool(r.einvoice), scanned=r.scanned,
-                                        ocr_work=r.ocr_work)
-                          for r in results if r.outcome == "created"]
+                facts += [r.file_facts() for r in results if r.outcome == "created"]
             if facts:
                 self.busy_label.text = "Forecasting…"
                 plan = await foresight.settle_forecast(self.pool, self.settings, batch_id, agent=options.agent,

@@ -91,3 +91,16 @@ def test_retry_takes_an_optional_priority(app_server):
         response = http.post(f"/api/tasks/{task.id}/retry", params={"priority": 8})
         assert response.status_code == 200 and response.json()["status"] == "enqueued"
     assert queue.get_task(conn, task.id).priority == 8
+
+
+def test_a_scans_ocr_work_is_a_number_of_standard_pages_in_plain_words(app_server):
+    server, _ = app_server
+    with server.operator() as http:
+        for bad in (True, "3", -1, 1e12):
+            answer = http.post("/api/forecast", json={"files": [{"pages": 2, "scanned": True, "ocr_work": bad}]})
+            assert answer.status_code == 422, (bad, answer.text)
+            assert "A scan's OCR work must be a number of standard pages from 0 to 1,000,000" in answer.json()["detail"]
+        dense = http.post("/api/forecast", json={"files": [{"pages": 2, "scanned": True, "ocr_work": 3.6}]})
+        sparse = http.post("/api/forecast", json={"files": [{"pages": 2, "scanned": True, "ocr_work": 0.6}]})
+        assert dense.status_code == sparse.status_code == 200
+        assert dense.json()["work_seconds"] > sparse.json()["work_seconds"]
