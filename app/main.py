@@ -99,7 +99,7 @@ def _fold_in_background(app, settings: Settings) -> None:
 def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int:
     """Serves the pages and the API until interrupted; returns the exit code."""
     if not worker:  # `quire serve --no-worker`: the app holds no worker, whatever QUIRE_WORKER says
-        settings = settings.model_copy(update={"worker": "off"})
+        settings = settings.replace(worker="off")
     from nicegui import app, background_tasks, ui
     from nicegui.storage import Storage
 

@@ -17,7 +17,7 @@ def prepare_database(settings: Settings, *, configure_agents: bool = True) -> st
     with db.connect(dsn) as conn:
         migrate(conn)
         for name, config in agents.items():
-            queue.configure_agent(conn, name, **config.model_dump())
+            queue.configure_agent(conn, name, **config.as_dict())
         if budgets:
             customers.customer_budget_apply_config(conn, budgets)
         if configure_agents:

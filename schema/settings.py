@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
+_PREFIX = "QUIRE_"
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -33,33 +33,172 @@ def expand_environment(value: Any, env: Mapping[str, str] = os.environ) -> Any:
     return value
 
 
-class AgentConfig(BaseModel):
+class SettingsError(ValueError):
+    """A setting (a QUIRE_* variable, an argument, a quire.toml value) that Quire cannot use."""
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """A setting's default and bounds, as a class attribute of a Checked class (see `setting`)."""
+
+    default: Any = None
+    factory: Callable[[], Any] | None = None
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+
+def setting(default: Any = None, *, factory: Callable[[], Any] | None = None, gt: float | None = None,
+            ge: float | None = None, le: float | None = None, lt: float | None = None) -> Any:
+    """A field of a Checked class with a default (or a factory of one) and bounds."""
+    return _Spec(default, factory, gt, ge, le, lt)
+
+
+_KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "Path": Path,
+                           "dict[str, Any]": dict}
+_TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
+_FALSE = frozenset({"0", "false", "no", "off", "f", "n"})
+_WHOLE = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def _convert(kind: type, value: Any, label: str) -> Any:
+    """`value` (a string from the environment, or a value of code or quire.toml) as `kind`."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise SettingsError(f"{label} must be true or false (got {value!r})")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and _WHOLE.fullmatch(value):
+            return int(value)
+        raise SettingsError(f"{label} must be a whole number (got {value!r})")
+    if kind is float:
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        if isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number):
+            return float(number)
+        raise SettingsError(f"{label} must be a number (got {value!r})")
+    if kind is Path:
+        if isinstance(value, str | os.PathLike):
+            return Path(value)
+        raise SettingsError(f"{label} must be a path (got {value!r})")
+    if not isinstance(value, kind):
+        raise SettingsError(f"{label} must be a {'table' if kind is dict else 'string'} (got {value!r})")
+    return value
+
+
+def _bounded(spec: _Spec, value: Any, label: str) -> Any:
+    for bound, holds, words in ((spec.gt, lambda b: value > b, "above"), (spec.ge, lambda b: value >= b, "at least"),
+                                (spec.lt, lambda b: value < b, "below"), (spec.le, lambda b: value <= b, "at most")):
+        if bound is not None and not holds(bound):
+            raise SettingsError(f"{label} must be {words} {bound:g} (got {value!r})")
+    return value
+
+
+class Checked:
+    """Typed fields read from keyword arguments, each converted to its annotated type and checked
+    against its bounds; an unknown name or a value out of bounds is a SettingsError that names it.
+
+    Fields are the annotated class attributes: `name: int = setting(60, gt=0)`, or a plain default.
+    """
+
+    _fields: ClassVar[dict[str, tuple[type, bool, _Spec]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields: dict[str, tuple[type, bool, _Spec]] = {}
+        for name, annotation in cls.__annotations__.items():
+            if name.startswith("_"):
+                continue
+            optional = annotation.endswith(" | None")
+            kind = _KINDS[annotation.removesuffix(" | None")]
+            default = cls.__dict__.get(name)
+            fields[name] = (kind, optional, default if isinstance(default, _Spec) else _Spec(default))
+        cls._fields = fields
+
+    def __init__(self, **values: Any) -> None:
+        self._assign(values, {})
+
+    @classmethod
+    def of(cls, where: str, table: Any) -> Self:
+        """From a quire.toml table; errors name it as `where`."""
+        if not isinstance(table, dict):
+            raise SettingsError(f"{where} must be a table")
+        made = object.__new__(cls)
+        made._where = where
+        made._assign(table, {})
+        return made
+
+    _where = ""
+
+    def _label(self, name: str) -> str:
+        return f"{self._where} {name}".strip()
+
+    def _assign(self, given: Mapping[str, Any], found: Mapping[str, Any]) -> None:
+        """Sets every field: from `given` (arguments), else `found` (e.g. the environment), else its default."""
+        unknown = sorted(set(given) - set(self._fields))
+        if unknown:
+            where = f"{self._where}: " if self._where else ""
+            raise SettingsError(f"{where}unknown setting{'s' if len(unknown) > 1 else ''} "
+                                f"{', '.join(map(repr, unknown))} "
+                                f"(known: {', '.join(self._fields)})")
+        for name, (kind, optional, spec) in self._fields.items():
+            label = self._label(name)
+            if name in given:
+                value = given[name]
+            elif name in found:
+                value = found[name]
+            else:
+                value = spec.factory() if spec.factory is not None else spec.default
+            if value is not None or not optional:
+                value = _bounded(spec, _convert(kind, value, label), label)
+            object.__setattr__(self, name, value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field and its value."""
+        return {name: getattr(self, name) for name in self._fields}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.as_dict() == self.as_dict()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+
+class AgentConfig(Checked):
     """One `[agents.NAME]` table of quire.toml."""
 
-    model_config = {"extra": "forbid"}
-
-    max_concurrent_tasks: int | None = Field(None, gt=0)
-    max_tpm: int | None = Field(None, gt=0)
-    lease_seconds: int = Field(60, gt=0)
-    starvation_seconds: int = Field(120, ge=0)
+    max_concurrent_tasks: int | None = setting(None, gt=0)
+    max_tpm: int | None = setting(None, gt=0)
+    lease_seconds: int = setting(60, gt=0)
+    starvation_seconds: int = setting(120, ge=0)
     executor: str = "local"
     model: str | None = None
     # Unset: the agent's token usage is recorded as unpriced, never as $0.
-    price_input_per_mtok: float | None = Field(None, ge=0)
-    price_output_per_mtok: float | None = Field(None, ge=0)
-    settings: dict[str, Any] = Field(default_factory=dict)
+    price_input_per_mtok: float | None = setting(None, ge=0)
+    price_output_per_mtok: float | None = setting(None, ge=0)
+    settings: dict[str, Any] = setting(factory=dict)
 
 
-class CustomerConfig(BaseModel):
+class CustomerConfig(Checked):
     """One `[customers.NAME]` table of quire.toml."""
 
-    model_config = {"extra": "forbid"}
-
-    monthly_llm_budget_usd: float | None = Field(None, ge=0)
+    monthly_llm_budget_usd: float | None = setting(None, ge=0)
     # Beside the fair share: of each agent's running tasks, at least this many are the customer's
     # whenever it has work waiting (guaranteed share), and never more than max_tasks (burst ceiling).
-    guaranteed_tasks: int | None = Field(None, ge=1, le=100_000)
-    max_tasks: int | None = Field(None, ge=1, le=100_000)
+    guaranteed_tasks: int | None = setting(None, ge=1, le=100_000)
+    max_tasks: int | None = setting(None, ge=1, le=100_000)
 
 
 # Databricks Apps sends SIGKILL 15 s after SIGTERM; the grace leaves 5 s of it for handing back
@@ -77,10 +216,9 @@ def default_grace_seconds() -> float:
     return DATABRICKS_APPS_GRACE_SECONDS if on_databricks_apps() else 30.0
 
 
-class Settings(BaseSettings):
-    """Every knob Quire reads; README.md documents each one."""
-
-    model_config = SettingsConfigDict(env_prefix="QUIRE_", extra="ignore")
+class Settings(Checked):
+    """Every knob Quire reads; README.md documents each one. Each is the keyword argument given,
+    else the QUIRE_<NAME> environment variable (any case), else its default."""
 
     database_url: str | None = None          # any Postgres; unset: Lakebase or the embedded server
     lakebase_instance: str | None = None     # Lakebase instance: OAuth token per connection
@@ -89,67 +227,73 @@ class Settings(BaseSettings):
     config: Path = Path("quire.toml")        # per-agent configuration (optional file)
     files_root: str | None = None            # uploaded files; /Volumes/... for a UC Volume
     default_agent: str = "documents"
-    lease_seconds: int = Field(60, gt=0)
-    backoff_base_seconds: float = Field(5.0, gt=0)
-    backoff_cap_seconds: float = Field(600.0, gt=0)
+    lease_seconds: int = setting(60, gt=0)
+    backoff_base_seconds: float = setting(5.0, gt=0)
+    backoff_cap_seconds: float = setting(600.0, gt=0)
     host: str = "127.0.0.1"
     # Databricks Apps tells the app its port in DATABRICKS_APP_PORT.
-    port: int = Field(default_factory=lambda: int(os.environ.get("DATABRICKS_APP_PORT", 8080)), gt=0, lt=65536)
+    port: int = setting(factory=lambda: os.environ.get("DATABRICKS_APP_PORT", "8080"), gt=0, lt=65536)
     public_url: str | None = None            # how agents reach the callback routes
     worker: str = "on"                       # "off": the app does not co-host a worker
     worker_id: str | None = None
     operators: str = ""                      # comma-separated emails (Databricks Apps)
     reviewers: str = ""                      # comma-separated emails that may review (Databricks Apps)
-    review_lease_seconds: int = Field(600, gt=0)           # how long a reviewer holds a document unattended
+    review_lease_seconds: int = setting(600, gt=0)           # how long a reviewer holds a document unattended
     operator_token: str | None = None        # local operator token (generated when unset)
     callback_key: str | None = None          # shared key for executors that cannot carry secrets
-    max_upload_mb: int = Field(50, gt=0)
-    max_batch_files: int = Field(1000, gt=0)               # files in one upload request
-    max_request_mb: int = Field(1000, gt=0)                # bytes of one upload request, all files together
-    uploads_at_once: int = Field(4, gt=0)                  # upload requests served at once; more get 429
-    submit_max_priority: int = Field(5, ge=0, le=9)        # highest priority a submitter who is no operator may ask
+    max_upload_mb: int = setting(50, gt=0)
+    max_batch_files: int = setting(1000, gt=0)               # files in one upload request
+    max_request_mb: int = setting(1000, gt=0)                # bytes of one upload request, all files together
+    uploads_at_once: int = setting(4, gt=0)                  # upload requests served at once; more get 429
+    submit_max_priority: int = setting(5, ge=0, le=9)        # highest priority a submitter who is no operator may ask
     metrics_public: bool = False                           # /metrics open to anyone (else: signed-in callers)
-    compute_rate_usd_per_hour: float = Field(0.0, ge=0)
-    poll_seconds: float = Field(10.0, gt=0)
-    worker_concurrency: int | None = Field(None, gt=0)     # local runs per worker; unset: CPU count
-    worker_claim_ahead: int = Field(2, ge=0, le=16)        # runs quicker than a claim: claim up to this x more
+    compute_rate_usd_per_hour: float = setting(0.0, ge=0)
+    poll_seconds: float = setting(10.0, gt=0)
+    worker_concurrency: int | None = setting(None, gt=0)     # local runs per worker; unset: CPU count
+    worker_claim_ahead: int = setting(2, ge=0, le=16)        # runs quicker than a claim: claim up to this x more
     # SIGTERM: time in-flight local runs get to finish; within Databricks Apps' kill window there.
-    shutdown_grace_seconds: float = Field(default_factory=lambda: default_grace_seconds(), ge=0)
+    shutdown_grace_seconds: float = setting(factory=default_grace_seconds, ge=0)
     agent_preload: bool = True                             # local runs forked from a loaded process
     ocr_calibration: bool = True                           # a worker times OCR and text at its first idle moment (forecasts' priors)
-    sweep_seconds: float = Field(5.0, gt=0)                # how often the worker sweeps expired leases
-    reconcile_seconds: float = Field(30.0, gt=0)           # how often MLflow traces are read for spend
-    rollup_fold_seconds: float = Field(2.0, gt=0)          # how often the worker folds marks into the rollups
+    sweep_seconds: float = setting(5.0, gt=0)                # how often the worker sweeps expired leases
+    reconcile_seconds: float = setting(30.0, gt=0)           # how often MLflow traces are read for spend
+    rollup_fold_seconds: float = setting(2.0, gt=0)          # how often the worker folds marks into the rollups
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
-    billing_seconds: float = Field(600.0, gt=0)            # how often job runs' billing is reconciled
-    billing_final_seconds: float = Field(48 * 3600.0, ge=0)     # billing unchanged this long: final
-    billing_unbilled_seconds: float = Field(72 * 3600.0, ge=0)  # no billing this long: never billed
+    billing_seconds: float = setting(600.0, gt=0)            # how often job runs' billing is reconciled
+    billing_final_seconds: float = setting(48 * 3600.0, ge=0)     # billing unchanged this long: final
+    billing_unbilled_seconds: float = setting(72 * 3600.0, ge=0)  # no billing this long: never billed
     # The workspace whose billing is read (system.billing.usage is account-wide); unset: the app's
     # DATABRICKS_WORKSPACE_ID, else asked of the workspace.
     workspace_id: str | None = None
 
-    @field_validator("data_dir")
-    @classmethod
-    def _absolute(cls, value: Path) -> Path:
+    def __init__(self, **values: Any) -> None:
+        environment = {key[len(_PREFIX):].lower(): value for key, value in os.environ.items()
+                       if key[:len(_PREFIX)].upper() == _PREFIX}
+        self._assign(values, {name: value for name, value in environment.items() if name in self._fields})
+        self._normalise()
+
+    def _label(self, name: str) -> str:
+        return _PREFIX + name.upper()
+
+    def _normalise(self) -> None:
         # Agents run in directories of their own: a path relative to where quire started would
         # point elsewhere for them.
-        return value.expanduser().resolve()
-
-    @field_validator("shutdown_grace_seconds")
-    @classmethod
-    def _within_kill_window(cls, value: float) -> float:
+        self.data_dir = self.data_dir.expanduser().resolve()
         # Databricks Apps kills the app 15 s after SIGTERM: a longer grace would be cut short, with
         # the hand-back and the server's own stop still to come.
-        return min(value, DATABRICKS_APPS_GRACE_SECONDS) if on_databricks_apps() else value
+        if on_databricks_apps():
+            self.shutdown_grace_seconds = min(self.shutdown_grace_seconds, DATABRICKS_APPS_GRACE_SECONDS)
+        self.worker = self.worker.strip().lower()
+        if self.worker not in {"on", "off"}:
+            raise SettingsError(f"QUIRE_WORKER must be 'on' or 'off' (got {self.worker!r})")
 
-    @field_validator("worker")
-    @classmethod
-    def _on_off(cls, value: str) -> str:
-        value = value.strip().lower()
-        if value not in {"on", "off"}:
-            raise ValueError("QUIRE_WORKER must be 'on' or 'off'")
-        return value
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes`, each checked as the constructor checks it; the environment is not read again."""
+        copy = object.__new__(type(self))
+        copy._assign({**self.as_dict(), **changes}, {})
+        copy._normalise()
+        return copy
 
     @property
     def files_path(self) -> Path:
@@ -175,10 +319,9 @@ class Settings(BaseSettings):
         if not isinstance(agents, dict) or not agents:
             raise ValueError(f"{self.config}: expected at least one [agents.NAME] table")
         try:
-            return {name: AgentConfig(**expand_environment(table)) for name, table in agents.items()}
-        except ValueError as exc:  # a pydantic ValidationError is one too
-            raise ValueError(f"{self.config}: invalid agent configuration:\n{exc}") from exc
-
+            return {name: AgentConfig.of(f"[agents.{name}]", expand_environment(table)) for name, table in agents.items()}
+        except ValueError as exc:
+            raise SettingsError(f"{self.config}: invalid agent configuration: {exc}") from exc
 
     def submitters(self) -> dict[str, frozenset[str]]:
         """The `[submitters]` table of quire.toml: each email (lower case) and the customers it may
@@ -205,9 +348,9 @@ class Settings(BaseSettings):
         if not isinstance(customers, dict):
             raise ValueError(f"{self.config}: [customers] must be a table of [customers.NAME] tables")
         try:
-            return {name: CustomerConfig(**table) for name, table in customers.items()}
-        except (TypeError, ValidationError) as exc:
-            raise ValueError(f"{self.config}: invalid customer configuration:\n{exc}") from exc
+            return {name: CustomerConfig.of(f"[customers.{name}]", table) for name, table in customers.items()}
+        except ValueError as exc:
+            raise SettingsError(f"{self.config}: invalid customer configuration: {exc}") from exc
 
 
 @lru_cache(maxsize=1)

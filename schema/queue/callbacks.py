@@ -87,8 +87,10 @@ def apply_reports(conn: psycopg.Connection, reports: Sequence[tuple[int, payload
     call; the others of the same task are left out of the answer.
     """
     parsed = dict(reports)  # an attempt named twice: its last report
-    items = [{"attempt_id": attempt_id, **(compute or {}).get(attempt_id, {}),
-              **(_report_fields(report) if report is not None else {})} for attempt_id, report in parsed.items()]
+    # Absent keys read as NULL: the fields a report leaves unset (most of them) are not written.
+    items = [{key: value for key, value in {"attempt_id": attempt_id, **(compute or {}).get(attempt_id, {}),
+                                            **(_report_fields(report) if report is not None else {})}.items()
+              if value is not None} for attempt_id, report in parsed.items()]
     # An explicit cursor: inside the worker's pipeline, fetching is what sends the batch.
     cursor = conn.cursor(row_factory=dict_row)
     cursor.execute(q("task_apply_reports_batch"), {

@@ -3,9 +3,8 @@
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
-from schema.settings import Settings
+from schema.settings import Settings, SettingsError
 
 
 def test_a_relative_data_dir_is_made_absolute_from_where_quire_starts(tmp_path, monkeypatch):
@@ -16,7 +15,7 @@ def test_a_relative_data_dir_is_made_absolute_from_where_quire_starts(tmp_path, 
 
 def test_worker_switch_accepts_only_on_or_off():
     assert Settings(worker=" OFF ").worker == "off"
-    with pytest.raises(ValidationError, match="QUIRE_WORKER"):
+    with pytest.raises(SettingsError, match="QUIRE_WORKER"):
         Settings(worker="maybe")
 
 
@@ -75,3 +74,55 @@ def test_config_values_may_name_environment_variables(tmp_path, monkeypatch):
     monkeypatch.delenv("QUIRE_SERVING_ENDPOINT")
     with pytest.raises(ValueError, match=r"(?s)quire.toml.*QUIRE_SERVING_ENDPOINT is not set"):
         Settings(config=config).agent_configs()
+
+
+def test_environment_values_are_read_as_their_types_and_bad_ones_are_named(monkeypatch):
+    monkeypatch.setenv("QUIRE_LEASE_SECONDS", " 90 ")
+    monkeypatch.setenv("quire_metrics_public", "Yes")
+    monkeypatch.setenv("QUIRE_POLL_SECONDS", "2.5")
+    monkeypatch.setenv("QUIRE_WORKER_CONCURRENCY", "8")
+    monkeypatch.setenv("QUIRE_DATA_DIR", "/tmp/quire-settings")
+    settings = Settings()
+    assert (settings.lease_seconds, settings.metrics_public, settings.poll_seconds) == (90, True, 2.5)
+    assert settings.worker_concurrency == 8 and settings.data_dir == Path("/tmp/quire-settings")
+    assert Settings(lease_seconds=30).lease_seconds == 30  # an argument wins over the environment
+    for name, value, words in [("QUIRE_LEASE_SECONDS", "1.5", "a whole number"), ("QUIRE_LEASE_SECONDS", "0", "above 0"),
+                               ("QUIRE_METRICS_PUBLIC", "perhaps", "true or false"),
+                               ("QUIRE_POLL_SECONDS", "nan", "a number"), ("QUIRE_PORT", "70000", "below 65536"),
+                               ("QUIRE_SUBMIT_MAX_PRIORITY", "10", "at most 9")]:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(SettingsError, match=f"{name} must be {words}"):
+            Settings()
+        monkeypatch.delenv(name)
+    with pytest.raises(SettingsError, match="unknown setting 'lease'"):
+        Settings(lease=3)
+
+
+def test_a_copy_with_changes_is_checked_and_does_not_read_the_environment_again(monkeypatch):
+    settings = Settings(worker="on", lease_seconds=45)
+    monkeypatch.setenv("QUIRE_LEASE_SECONDS", "99")
+    copy = settings.replace(worker=" OFF ")
+    assert (copy.worker, copy.lease_seconds, settings.worker) == ("off", 45, "on")
+    with pytest.raises(SettingsError, match="QUIRE_LEASE_SECONDS must be above 0"):
+        settings.replace(lease_seconds=-1)
+
+
+def test_agent_tables_are_checked_field_by_field(tmp_path):
+    config = tmp_path / "quire.toml"
+    config.write_text('[agents.a]\nmax_tpm = 0\n')
+    with pytest.raises(SettingsError, match=r"\[agents.a\] max_tpm must be above 0"):
+        Settings(config=config).agent_configs()
+    config.write_text('[agents.a]\nlease_seconds = "soon"\n')
+    with pytest.raises(SettingsError, match=r"\[agents.a\] lease_seconds must be a whole number"):
+        Settings(config=config).agent_configs()
+    config.write_text('[agents.a]\nsettings = "x"\n')
+    with pytest.raises(SettingsError, match=r"\[agents.a\] settings must be a table"):
+        Settings(config=config).agent_configs()
+    config.write_text('agents = { a = 3 }\n')
+    with pytest.raises(SettingsError, match=r"\[agents.a\] must be a table"):
+        Settings(config=config).agent_configs()
+    config.write_text('[agents.a]\nmax_concurrent_tasks = 4.0\nprice_input_per_mtok = 3\nsettings = { k = 1 }\n')
+    agent = Settings(config=config).agent_configs()["a"]
+    assert agent.as_dict() == {"max_concurrent_tasks": 4, "max_tpm": None, "lease_seconds": 60,
+                               "starvation_seconds": 120, "executor": "local", "model": None,
+                               "price_input_per_mtok": 3.0, "price_output_per_mtok": None, "settings": {"k": 1}}
