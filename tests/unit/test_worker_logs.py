@@ -1,5 +1,6 @@
 """The worker's JSON log lines: their keys, their order and their timestamp."""
 
+import enum
 import json
 import logging
 from datetime import UTC, datetime
@@ -8,6 +9,10 @@ from unittest import mock
 import pytest
 
 from worker import logs
+
+
+class Level(enum.IntEnum):
+    ONE = 1
 
 
 def isoformat(ns: int) -> str:
@@ -41,3 +46,15 @@ def test_a_change_is_one_json_line_in_order_without_none():
         '{"ts":"2025-12-01T05:13:51.123+00:00","entity":"task","event":"claimed",'
         '"task":1,"agent":"docs","at":"2026-01-01T00:00:00"}')
     assert list(json.loads(line)) == ["ts", "entity", "event", "task", "agent", "at"]
+
+
+@pytest.mark.parametrize("value", [0, -7, 2**70, True, False, 0.1, 1e300, "plain", 'quote " and \\ back',
+                                   "line\nbreak\ttab", "é ü \u2028 \U0001f600", "", [1, "a", None],
+                                   {"k": {"n": 1.5}}, datetime(2026, 1, 1, tzinfo=UTC), Level.ONE])
+def test_a_line_is_what_the_json_encoder_writes(value):
+    fields = {"task": 3, "value": value, "skipped": None, "with space": "x"}
+    record = {"ts": "T", "entity": "task", "event": 'claimed "now"'} | {k: v for k, v in fields.items() if v is not None}
+    with mock.patch.object(logs, "_timestamp", return_value="T"):
+        line = logs._line("task", 'claimed "now"', fields)
+    assert line == logs._encode(record)
+    assert json.loads(line)["value"] == json.loads(logs._encode({"v": value}))["v"]
