@@ -66,6 +66,16 @@ class Claimer:
         self._held = db.HeldConnection(table.pool, timeout=table.config.db_timeout_seconds)
         self.ahead = ClaimedAhead(config)
         self._local_executors = [e for e in executors.values() if e.local]  # the pool ahead claims wait for
+        # Executors whose agents are not claimed for yet (their runs need what is still being set up).
+        self._held_back: frozenset[str] = frozenset()
+
+    def hold_back(self, executors: Iterable[str]) -> None:
+        """Claims nothing for agents of these executors until `release`; the others go on."""
+        self._held_back = frozenset(executors)
+
+    def release(self) -> None:
+        """Claims for every executor again."""
+        self._held_back = frozenset()
 
     @property
     def worker_id(self) -> str:
@@ -244,6 +254,7 @@ class Claimer:
         now = datetime.now(UTC)
         throttled = sorted(name for name, a in agents.items()
                            if a.throttled and a.executor in self.executors and not a.cannot_run
+                           and a.executor not in self._held_back
                            and not a.paused(now))
         if not throttled:
             return 0
@@ -414,7 +425,8 @@ class Claimer:
 
     def _used(self, agents: dict[str, Agent]) -> dict[str, Executor]:
         """The executors some agent runs on (all of them before the agents were first read)."""
+        held = self._held_back
         if self._agents_read_at is None:
-            return self.executors
+            return {name: e for name, e in self.executors.items() if name not in held}
         names = {a.executor for a in agents.values()}
-        return {name: e for name, e in self.executors.items() if name in names}
+        return {name: e for name, e in self.executors.items() if name in names and name not in held}

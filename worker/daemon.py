@@ -41,6 +41,8 @@ from worker.wakeup import Wakeup, pause
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
+    from worker.executors.base import Executor
+
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
 THREADS = 10
 # Seconds without a run before the worker times OCR for the forecasts' prior.
@@ -140,7 +142,7 @@ class WorkerDaemon:
         queue.set_backoff(self.settings.backoff_base_seconds, self.settings.backoff_cap_seconds)
         pool = db.make_pool(self.dsn, min_size=1, max_size=THREADS, name=f"quire-worker-{self.worker_id}")
         try:
-            tracking_uri, store_setup = await self._tracking(call)
+            tracking_uri, store_setup, first_setup = await self._tracking(call)
         except BaseException:  # cancelled while starting: release what was opened
             pool.close()
             threads.shutdown(wait=False, cancel_futures=True)
@@ -173,6 +175,8 @@ class WorkerDaemon:
         claimer = Claimer(table, executors, ClaimerConfig(concurrency=self.concurrency,
                                                           poll_seconds=self.settings.poll_seconds,
                                                           claim_ahead=self.settings.worker_claim_ahead))
+        if first_setup:
+            self._hold_tracing_runs(claimer, executors, cast(asyncio.Future, store_setup), claim_wake)
         heartbeats = Heartbeats(table, on_settled=settled)
         sweeper = Sweeper(pool, self.worker_id, SweeperConfig(interval_seconds=self.settings.sweep_seconds),
                           counters=self._counters)
@@ -302,27 +306,46 @@ class WorkerDaemon:
         except ValueError:
             return []
 
-    async def _tracking(self, call: Callable[..., Any]) -> tuple[str | None, asyncio.Future | None]:
-        """The tracking URI agents get, and the set-up of its store if that goes on in the background.
+    async def _tracking(self, call: Callable[..., Any]) -> tuple[str | None, asyncio.Future | None, bool]:
+        """The tracking URI agents get, the set-up of its store if that goes on in the background,
+        and whether that set-up is the store's first (MLflow's tables are being made).
 
-        The first time, MLflow's tables are made before any agent runs (agents starting together
-        would race through MLflow's migrations); afterwards the set-up (which only checks the
-        experiment) runs beside the work, so a worker starts claiming in well under a second.
-        Once the tables and the experiment are there, nothing is set up and MLflow is not loaded.
+        The set-up never holds up the claims: the first time (seconds: MLflow's import and its
+        migrations), the runs that trace to the store wait until it is done (agents starting
+        together would race through MLflow's migrations), and the others start at once; later,
+        it only checks the experiment. Once the tables and the experiment are there, nothing is
+        set up and MLflow is not loaded.
         """
         try:
             uri, ours = await call(locate_tracking, self.dsn, self.settings.mlflow_tracking_uri)
             state = await call(tracking_store_state, self.dsn) if ours else None
             if state in (None, "ready"):
-                return uri, None
+                return uri, None, False
             setup = call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
                                            artifact_root=self.settings.data_dir / "mlflow-artifacts"))
-            if state == "tables":
-                return uri, setup
-            return (uri if await setup else None), None
+            return uri, setup, state == "empty"
         except Exception as exc:  # tracing is optional, the work is not
             logs.problem("locate MLflow tracking", exc, worker=self.worker_id)
-            return None, None
+            return None, None, False
+
+    @staticmethod
+    def _hold_tracing_runs(claimer: Claimer, executors: Mapping[str, Executor], setup: asyncio.Future,
+                           claim_wake: Wakeup) -> None:
+        """Claims nothing for agents whose runs trace until the store's first set-up is done; then
+        they trace to it, or, if it failed, nowhere."""
+        tracing = [executor for executor in executors.values() if executor.traces]
+        if not tracing:
+            return
+        claimer.hold_back(executor.name for executor in tracing)
+
+        def done(future: asyncio.Future) -> None:
+            if future.cancelled() or future.exception() is not None or not future.result():
+                for executor in tracing:
+                    executor.stop_tracing()
+            claimer.release()
+            claim_wake.set()
+
+        setup.add_done_callback(done)
 
     async def _supervise(self, stop: asyncio.Event, tasks: dict[str, asyncio.Task],
                          services: dict[str, Callable[[], Any]]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from schema import db, queue
 from tests.waiting import wait_until
 from tests.worker_helpers import Proc, free_port, make_invoice_pdf, quire, quire_env, wait_for_http
-from worker.tracking import tracking_uri_beside
+from worker.tracking import DEFAULT_DATABASE, DEFAULT_EXPERIMENT, tracking_uri_beside
 
 
 @pytest.mark.slow
@@ -75,3 +75,34 @@ def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn
         server.stop()
         if worker is not None:
             worker.stop()
+
+
+@pytest.mark.slow
+def test_a_first_start_claims_at_once_and_runs_that_trace_wait_for_mlflow_tables(db_dsn, tmp_path):
+    # A worker's first start on a server makes MLflow's tables beside the queue (seconds). Work
+    # that does not trace starts meanwhile; agent runs, which trace there, start once it is done.
+    with db.connect(db.with_database(db_dsn, "postgres")) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DEFAULT_DATABASE}" WITH (FORCE)')
+    env = quire_env(db_dsn, tmp_path, poll_seconds=60)
+    (tmp_path / "quire.toml").write_text('[agents.documents]\n[agents.quick]\nexecutor = "noop"\n')
+    assert quire("migrate", env=env, cwd=tmp_path).returncode == 0
+    pdf = make_invoice_pdf(tmp_path / "in" / "invoice.pdf")
+    with db.connect(db_dsn) as conn:
+        traced = queue.enqueue(conn, agent="documents", document_uri=str(pdf)).id
+        quick = [queue.enqueue(conn, agent="quick", document_uri=f"/q/{n}.pdf").id for n in range(20)]
+    worker = Proc.worker(env, tmp_path)
+    try:
+        with db.connect(db_dsn) as conn:
+            wait_until(lambda: queue.get_task(conn, traced).status.value in ("completed", "failed"), timeout=120,
+                       interval=0.1, message="the agent run to finish")
+            task = queue.get_task(conn, traced)
+            assert task.status.value == "completed", (task.error, worker.log_text()[-3000:])
+            assert task.attempts[-1].trace_id  # it traced to the store set up meanwhile
+            quick_done = max(queue.get_task(conn, t).attempts[-1].finished_at for t in quick)
+            traced_started = task.attempts[-1].started_at
+        with db.connect(db.with_database(db_dsn, DEFAULT_DATABASE)) as store:
+            made = store.execute("SELECT to_timestamp(creation_time / 1000.0) AS at FROM experiments "
+                                 "WHERE name = %s", [DEFAULT_EXPERIMENT]).fetchone()["at"]
+        assert quick_done < made <= traced_started
+    finally:
+        worker.stop()

@@ -79,6 +79,14 @@ class Executor(ABC, Generic[H]):
     # stopping worker lets go of it instead of ending it, and whoever reconciles runs settles it.
     detaches: ClassVar[bool] = False
 
+    @property
+    def traces(self) -> bool:
+        """Whether its runs trace to the worker's MLflow store (whose tables they must find made)."""
+        return False
+
+    def stop_tracing(self) -> None:
+        """Runs from now on trace nowhere (the store could not be set up)."""
+
     @abstractmethod
     def start(self, launch: Launch, on_exit: OnExit) -> H:
         """Starts the attempt; calls `on_exit` (from any thread) when it ends, if it can tell."""

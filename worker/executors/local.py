@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -188,6 +188,14 @@ class LocalExecutor(Executor[LocalHandle]):
             handle.process.returncode = handle.exit_code
         handle.done.set()
         on_exit()
+
+    @property
+    def traces(self) -> bool:
+        return self.config.tracking_uri is not None
+
+    def stop_tracing(self) -> None:
+        """Runs from now on trace nowhere (the store they would trace to could not be set up)."""
+        self.config = replace(self.config, tracking_uri=None)
 
     # -- the fork server -------------------------------------------------------------------------
 
