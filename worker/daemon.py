@@ -35,7 +35,7 @@ from worker.reconciler import ReconcilerConfig, RunReconciler
 from worker.runs import RunTable, RunTableConfig
 from worker.service import service_loop
 from worker.sweeper import Sweeper, SweeperConfig
-from worker.tracking import locate_tracking, prepare_store, tracking_store_state
+from worker.tracking import locate_tracking, prepare_store, prepare_store_apart, tracking_store_state
 from worker.wakeup import Wakeup, pause
 
 if TYPE_CHECKING:
@@ -321,7 +321,9 @@ class WorkerDaemon:
             state = await call(tracking_store_state, self.dsn) if ours else None
             if state in (None, "ready"):
                 return uri, None, False
-            setup = call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
+            # The first time, MLflow's tables are made in a process of its own, beside the work.
+            setup = call(functools.partial(prepare_store_apart if state == "empty" else prepare_store, self.dsn,
+                                           uri, worker_id=self.worker_id,
                                            artifact_root=self.settings.data_dir / "mlflow-artifacts"))
             return uri, setup, state == "empty"
         except Exception as exc:  # tracing is optional, the work is not

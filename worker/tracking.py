@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -109,3 +113,46 @@ def prepare_store(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | N
         logs.problem("prepare MLflow tracking", exc, worker=worker_id)
         return False
     return True
+
+
+# The environment variable that hands prepare_store's arguments to its own process.
+_SETUP_ENV = "QUIRE_TRACKING_SETUP"
+
+
+def prepare_store_apart(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None,
+                        timeout: float = 600.0) -> bool:
+    """prepare_store in a process of its own at a lower CPU priority: MLflow's import and its
+    migrations take seconds of CPU, most of it holding the interpreter lock, and in the worker's
+    process they slowed its claims and settlements while they ran. With credentials only this
+    process holds (Lakebase tokens), it runs here."""
+    if db.connection_kwargs():
+        return prepare_store(dsn, uri, artifact_root=artifact_root, worker_id=worker_id)
+    arguments = {"dsn": dsn, "uri": uri, "artifact_root": str(artifact_root), "worker_id": worker_id}
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "worker.tracking"], stdin=subprocess.DEVNULL,
+                                   env={**os.environ, _SETUP_ENV: json.dumps(arguments)})
+    except OSError as exc:
+        logs.problem("prepare MLflow tracking", exc, worker=worker_id)
+        return False
+    # Ended already, or refused by this system: it runs at normal priority.
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, process.pid, 10)
+    try:
+        return process.wait(timeout=timeout) == 0
+    except subprocess.TimeoutExpired as exc:
+        process.kill()
+        process.wait()
+        logs.problem("prepare MLflow tracking", exc, worker=worker_id)
+        return False
+
+
+def _main() -> int:
+    """`python -m worker.tracking`: prepare_store with the arguments prepare_store_apart handed on."""
+    arguments = json.loads(os.environ.pop(_SETUP_ENV))
+    logs.configure_stderr_logging()
+    return 0 if prepare_store(arguments["dsn"], arguments["uri"], artifact_root=Path(arguments["artifact_root"]),
+                              worker_id=arguments["worker_id"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
