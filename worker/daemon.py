@@ -210,8 +210,11 @@ class WorkerDaemon:
                                             services_stop, run=call, worker_id=self.worker_id),
             "costs": lambda: service_loop("reconcile costs", costs.run_once, costs.config.interval_seconds,
                                           services_stop, run=call, worker_id=self.worker_id),
+            # Its first fold one interval after the start, not beside the first claims: a backlog
+            # waiting at the start is mostly claimed and settled by then, and folds once, settled.
             "rollups": lambda: service_loop("rollup fold", folder.run_once, folder.config.interval_seconds,
-                                            services_stop, run=call, worker_id=self.worker_id),
+                                            services_stop, run=call, worker_id=self.worker_id,
+                                            first_wait=folder.config.interval_seconds),
         }
         if "databricks" in executors:
             # The sweeper's counterpart for job runs, at the same pace: it settles runs that ended
