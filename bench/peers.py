@@ -40,6 +40,7 @@ from bench.cpu import CpuSampler  # noqa: E402
 from bench.pgserver import bench_server, has_stat_statements  # noqa: E402
 from schema import db, queue  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
+from worker.tracking import DEFAULT_DATABASE as TRACKING_DATABASE  # noqa: E402
 from worker.tracking import locate_tracking, prepare_store, tracking_store_state  # noqa: E402
 
 PEERS = {"pgqueuer": ["pgqueuer==1.6.0", "asyncpg>=0.29", "psycopg[binary]>=3.1"],
@@ -139,14 +140,19 @@ def scalar(conn, sql: str, params=None):
 
 
 def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: bool,
-                top_statements: int = 0, claim_ahead: int | None = None) -> dict:
+                top_statements: int = 0, claim_ahead: int | None = None, first_start: bool = False) -> dict:
     dsn = fresh_database(server, "peer_quire")
     data_dir = Path(tempfile.mkdtemp(prefix="quire-peers-"))
     # A worker's very first start on a server makes MLflow's tables beside the queue's database
-    # (seconds, once per server): made here beforehand, so the drain times every later start.
-    tracking_uri, ours = locate_tracking(dsn, None)
-    if ours and tracking_store_state(dsn) != "ready":
-        prepare_store(dsn, tracking_uri, artifact_root=data_dir / "mlflow-artifacts")
+    # (seconds, once per server, in a process of its own while the worker claims): made here
+    # beforehand, so the drain times every later start; or dropped, to time a first start.
+    if first_start:
+        with db.connect(server) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{TRACKING_DATABASE}" WITH (FORCE)')
+    else:
+        tracking_uri, ours = locate_tracking(dsn, None)
+        if ours and tracking_store_state(dsn) != "ready":
+            prepare_store(dsn, tracking_uri, artifact_root=data_dir / "mlflow-artifacts")
     with db.connect(dsn) as conn:
         migrate(conn)
         queue.configure_agent(conn, "bench", executor="noop")
@@ -256,7 +262,7 @@ def one_run(server: str, args, stats: bool) -> list[dict]:
         rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
                                args.trickle, concurrency=10))
     rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top,
-                            args.claim_ahead))
+                            args.claim_ahead, args.first_start))
     return rows
 
 
@@ -288,6 +294,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64, help="quire worker --concurrency")
     parser.add_argument("--runs", type=int, default=1, help="runs in a row; each run's ratio and the median")
     parser.add_argument("--quick", action="store_true", help="pgqueuer batch 10 only")
+    parser.add_argument("--first-start", action="store_true",
+                        help="time the worker's first start on the server (MLflow's tables not made yet)")
     parser.add_argument("--quire-only", action="store_true", help="no peers: Quire's figures alone")
     parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
     parser.add_argument("--claim-ahead", type=int, default=None,

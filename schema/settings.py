@@ -114,6 +114,7 @@ class Checked:
     """
 
     _fields: ClassVar[dict[str, tuple[type, bool, _Spec]]] = {}
+    _where = ""  # how errors name where the values came from ("[agents.docs]"); the variables otherwise
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,8 +141,6 @@ class Checked:
         made._assign(table, {})
         return made
 
-    _where = ""
-
     def _label(self, name: str) -> str:
         return f"{self._where} {name}".strip()
 
@@ -163,7 +162,7 @@ class Checked:
                 value = spec.factory() if spec.factory is not None else spec.default
             if value is not None or not optional:
                 value = _bounded(spec, _convert(kind, value, label), label)
-            object.__setattr__(self, name, value)
+            setattr(self, name, value)
 
     def as_dict(self) -> dict[str, Any]:
         """Every field and its value."""
