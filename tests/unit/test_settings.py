@@ -107,20 +107,21 @@ def test_a_copy_with_changes_is_checked_and_does_not_read_the_environment_again(
         settings.replace(lease_seconds=-1)
 
 
-def test_agent_tables_are_checked_field_by_field(tmp_path):
+@pytest.mark.parametrize(("toml", "error"), [
+    ('[agents.a]\nmax_tpm = 0\n', r"\[agents.a\] max_tpm must be above 0"),
+    ('[agents.a]\nlease_seconds = "soon"\n', r"\[agents.a\] lease_seconds must be a whole number"),
+    ('[agents.a]\nsettings = "x"\n', r"\[agents.a\] settings must be a table"),
+    ('agents = { a = 3 }\n', r"\[agents.a\] must be a table"),
+])
+def test_agent_tables_are_checked_field_by_field(tmp_path, toml, error):
     config = tmp_path / "quire.toml"
-    config.write_text('[agents.a]\nmax_tpm = 0\n')
-    with pytest.raises(SettingsError, match=r"\[agents.a\] max_tpm must be above 0"):
+    config.write_text(toml)
+    with pytest.raises(SettingsError, match=error):
         Settings(config=config).agent_configs()
-    config.write_text('[agents.a]\nlease_seconds = "soon"\n')
-    with pytest.raises(SettingsError, match=r"\[agents.a\] lease_seconds must be a whole number"):
-        Settings(config=config).agent_configs()
-    config.write_text('[agents.a]\nsettings = "x"\n')
-    with pytest.raises(SettingsError, match=r"\[agents.a\] settings must be a table"):
-        Settings(config=config).agent_configs()
-    config.write_text('agents = { a = 3 }\n')
-    with pytest.raises(SettingsError, match=r"\[agents.a\] must be a table"):
-        Settings(config=config).agent_configs()
+
+
+def test_agent_table_values_are_read_as_their_types(tmp_path):
+    config = tmp_path / "quire.toml"
     config.write_text('[agents.a]\nmax_concurrent_tasks = 4.0\nprice_input_per_mtok = 3\nsettings = { k = 1 }\n')
     agent = Settings(config=config).agent_configs()["a"]
     assert agent.as_dict() == {"max_concurrent_tasks": 4, "max_tpm": None, "lease_seconds": 60,
