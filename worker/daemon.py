@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 # Threads for the blocking schema calls: one per service plus room for shutdown work.
 THREADS = 10
+# How long a stopping worker waits for MLflow's first set-up before it leaves the process to finish.
+STORE_SETUP_STOP_SECONDS = 2.0
 # Seconds without a run before the worker times OCR for the forecasts' prior.
 IDLE_BEFORE_CALIBRATION = 2.0
 
@@ -261,7 +263,12 @@ class WorkerDaemon:
             if calibrating is not None:  # a measure under way finishes in its thread, unawaited
                 calibrating.cancel()
                 await asyncio.gather(calibrating, return_exceptions=True)
-            if store_setup is not None:
+            if store_setup is not None and first_setup:
+                # MLflow's first set-up, in a process of its own: it finishes by itself if the
+                # worker stops first (on a busy machine, at its lower priority, that takes a while).
+                await asyncio.wait([store_setup], timeout=STORE_SETUP_STOP_SECONDS)
+                store_setup.cancel()
+            elif store_setup is not None:
                 await asyncio.gather(store_setup, return_exceptions=True)
             await call(pool.close)
             for executor in executors.values():
@@ -324,11 +331,12 @@ class WorkerDaemon:
             state = await call(tracking_store_state, self.dsn) if ours else None
             if state in (None, "ready"):
                 return uri, None, False
-            # The first time, MLflow's tables are made in a process of its own, beside the work.
-            setup = call(functools.partial(prepare_store_apart if state == "empty" else prepare_store, self.dsn,
-                                           uri, worker_id=self.worker_id,
-                                           artifact_root=self.settings.data_dir / "mlflow-artifacts"))
-            return uri, setup, state == "empty"
+            artifacts = self.settings.data_dir / "mlflow-artifacts"
+            if state == "empty":  # MLflow's tables are made in a process of its own, beside the work
+                return uri, asyncio.ensure_future(prepare_store_apart(
+                    self.dsn, uri, worker_id=self.worker_id, artifact_root=artifacts)), True
+            return uri, call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
+                                               artifact_root=artifacts)), False
         except Exception as exc:  # tracing is optional, the work is not
             logs.problem("locate MLflow tracking", exc, worker=self.worker_id)
             return None, None, False

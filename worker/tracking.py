@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -119,31 +119,28 @@ def prepare_store(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | N
 _SETUP_ENV = "QUIRE_TRACKING_SETUP"
 
 
-def prepare_store_apart(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None,
-                        timeout: float = 600.0) -> bool:
+async def prepare_store_apart(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None) -> bool:
     """prepare_store in a process of its own at a lower CPU priority: MLflow's import and its
     migrations take seconds of CPU, most of it holding the interpreter lock, and in the worker's
-    process they slowed its claims and settlements while they ran. With credentials only this
-    process holds (Lakebase tokens), it runs here."""
+    process they slowed its claims and settlements while they ran.
+
+    The process is a session of its own: a Ctrl-C to the worker's terminal does not end it halfway
+    through MLflow's migrations, and a worker that stops before it is done leaves it to finish. With
+    credentials only this process holds (Lakebase tokens), it runs here, in a thread."""
     if db.connection_kwargs():
-        return prepare_store(dsn, uri, artifact_root=artifact_root, worker_id=worker_id)
+        return await asyncio.to_thread(prepare_store, dsn, uri, artifact_root=artifact_root, worker_id=worker_id)
     arguments = {"dsn": dsn, "uri": uri, "artifact_root": str(artifact_root), "worker_id": worker_id}
     try:
-        process = subprocess.Popen([sys.executable, "-m", "worker.tracking"], stdin=subprocess.DEVNULL,
-                                   env={**os.environ, _SETUP_ENV: json.dumps(arguments)})
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "worker.tracking", stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, _SETUP_ENV: json.dumps(arguments)}, start_new_session=True)
     except OSError as exc:
         logs.problem("prepare MLflow tracking", exc, worker=worker_id)
         return False
     # Ended already, or refused by this system: it runs at normal priority.
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, process.pid, 10)
-    try:
-        return process.wait(timeout=timeout) == 0
-    except subprocess.TimeoutExpired as exc:
-        process.kill()
-        process.wait()
-        logs.problem("prepare MLflow tracking", exc, worker=worker_id)
-        return False
+    return await process.wait() == 0
 
 
 def _main() -> int:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from schema import queue
+from schema import db, queue
 from schema.settings import Settings
 from tests.factories import make_agent, make_task
-from tests.waiting import wait_until_async
+from tests.waiting import wait_until, wait_until_async
 from tests.worker_helpers import counts_by_status
 from worker.daemon import WorkerDaemon
+from worker.tracking import DEFAULT_DATABASE, tracking_store_state
 
 
 def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, tmp_path, caplog):
@@ -44,3 +45,29 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
     assert daemon.counters == {"claims": 13, "throttled_claims": 0, "runs_started": 13, "runs_handed_back": 0,
                                "sweeps_recovered": 0, "runs_detached": 0, "runs_reconciled": 0}
     assert not daemon.listener.live, "a daemon closes the Listener it runs itself"
+
+
+def test_a_worker_stopped_during_its_first_start_leaves_mlflow_set_up_to_finish(db_dsn, conn, tmp_path):
+    # The first start on a server makes MLflow's tables in a process of its own (seconds, longer on
+    # a busy machine at its lower priority): a worker stopped meanwhile does not wait for it, and the
+    # set-up still ends done.
+    with db.connect(db.with_database(db_dsn, "postgres")) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DEFAULT_DATABASE}" WITH (FORCE)')
+    make_agent(conn, "quick", executor="noop")
+    settings = Settings(data_dir=tmp_path, poll_seconds=300, sweep_seconds=300, reconcile_seconds=300)
+
+    async def scenario():
+        stop = asyncio.Event()
+        daemon = WorkerDaemon(settings, db_dsn, worker_id="w-first", concurrency=1)
+        running = asyncio.create_task(daemon.run(stop))
+        await wait_until_async(lambda: daemon.table is not None, blocking=True, timeout=30,
+                               message="the worker to start")
+        task = await asyncio.to_thread(make_task, conn, "quick")
+        await wait_until_async(lambda: queue.get_task(conn, task.id).status.value == "completed", blocking=True,
+                               timeout=30, message="the noop task to run while the set-up goes on")
+        stop.set()
+        await asyncio.wait_for(running, 60)
+
+    asyncio.run(scenario())
+    wait_until(lambda: tracking_store_state(db_dsn) == "ready", timeout=180, interval=0.5,
+               message="MLflow's set-up to finish on its own")
