@@ -145,7 +145,11 @@ async def prepare_store_apart(dsn: str, uri: str, *, artifact_root: Path, worker
 
 def _main() -> int:
     """`python -m worker.tracking`: prepare_store with the arguments prepare_store_apart handed on."""
-    arguments = json.loads(os.environ.pop(_SETUP_ENV))
+    handed = os.environ.pop(_SETUP_ENV, None)
+    if handed is None:
+        print(f"python -m worker.tracking is started by the worker, with {_SETUP_ENV} set", file=sys.stderr)
+        return 2
+    arguments = json.loads(handed)
     logs.configure_stderr_logging()
     return 0 if prepare_store(arguments["dsn"], arguments["uri"], artifact_root=Path(arguments["artifact_root"]),
                               worker_id=arguments["worker_id"]) else 1
