@@ -186,17 +186,20 @@ async def review_events(last_event_id: str | None = Header(None, alias="Last-Eve
     resume = after
     if last_event_id and last_event_id.strip().isdigit() and int(last_event_id.strip()) <= inputs.MAX_ID:
         resume = int(last_event_id.strip())
-    return StreamingResponse(_stream(pool, settings, resume), media_type="text/event-stream",
+    # Where a new stream starts, read before the response begins: the client may act as soon as it
+    # sees the headers, and a change it makes then must come after this point, not before it.
+    high = resume if resume is not None else await reviews.last_event_id(pool)
+    return StreamingResponse(_stream(pool, settings, high), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _stream(pool: ConnectionPool, settings: Settings, resume: int | None) -> AsyncIterator[str]:
+async def _stream(pool: ConnectionPool, settings: Settings, high: int) -> AsyncIterator[str]:
     sub = live.current().subscribe_reviews()
     try:
         yield "retry: 3000\n\n"
-        high = resume if resume is not None else await reviews.last_event_id(pool)
         last_write = time.monotonic()
-        catch_up = resume is not None
+        # From `high` on, once subscribed: what changed between the two is in the log, not notified.
+        catch_up = True
         while True:
             if catch_up:
                 # After a resume, a lost LISTEN or the fallback poll: the log is the truth.
