@@ -267,9 +267,8 @@ class Settings(Checked):
     workspace_id: str | None = None
 
     def __init__(self, **values: Any) -> None:
-        environment = {key[len(_PREFIX):].lower(): value for key, value in os.environ.items()
-                       if key[:len(_PREFIX)].upper() == _PREFIX}
-        self._assign(values, {name: value for name, value in environment.items() if name in self._fields})
+        self._assign(values, {key[len(_PREFIX):].lower(): value for key, value in os.environ.items()
+                              if key[:len(_PREFIX)].upper() == _PREFIX})
         self._normalise()
 
     def _label(self, name: str) -> str:

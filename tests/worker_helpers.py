@@ -16,6 +16,7 @@ from typing import Any
 
 from schema import db
 from tests.waiting import wait_until
+from worker.tracking import DEFAULT_DATABASE
 
 QUIRE_BIN = Path(sys.executable).with_name("quire")
 REPO = Path(__file__).resolve().parents[1]
@@ -200,3 +201,9 @@ def settle_all(table, heartbeats, timeout: float = 30) -> None:
         return len(table) == 0
 
     wait_until(done, timeout=timeout, interval=0.05, message="every run to end")
+
+
+def drop_tracking_store(dsn: str) -> None:
+    """Drops MLflow's database beside the queue's: the next worker to start there starts for the first time."""
+    with db.connect(db.with_database(dsn, "postgres")) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DEFAULT_DATABASE}" WITH (FORCE)')

@@ -252,10 +252,9 @@ class Claimer:
     def _claim_throttled(self, agents: dict[str, Agent]) -> int:
         """Claims for each throttled agent, admission serialised on its row; rotates who goes first."""
         now = datetime.now(UTC)
+        used = self._used(agents)
         throttled = sorted(name for name, a in agents.items()
-                           if a.throttled and a.executor in self.executors and not a.cannot_run
-                           and a.executor not in self._held_back
-                           and not a.paused(now))
+                           if a.throttled and a.executor in used and not a.cannot_run and not a.paused(now))
         if not throttled:
             return 0
         start = next(self._turn) % len(throttled)
@@ -424,7 +423,8 @@ class Claimer:
         return any(n > 0 for n in self._free_pools(self._used(self._agents).values()).values())
 
     def _used(self, agents: dict[str, Agent]) -> dict[str, Executor]:
-        """The executors some agent runs on (all of them before the agents were first read)."""
+        """The executors claimed for now: those some agent runs on (all of them before the agents
+        were first read), less those held back."""
         held = self._held_back
         if self._agents_read_at is None:
             return {name: e for name, e in self.executors.items() if name not in held}

@@ -117,10 +117,8 @@ def problem(what: str, exc: BaseException | str, **fields: Any) -> None:
     if now - _last_problem.get(key, -PROBLEM_REPEAT_SECONDS) < PROBLEM_REPEAT_SECONDS:
         return
     _last_problem[key] = now
-    record = {"ts": _timestamp(), "entity": "worker", "event": "error", "during": what,
-              "error": exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"}
-    record.update({k: v for k, v in fields.items() if v is not None})
-    _emit(logging.WARNING, _encode(record))
+    error = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    _emit(logging.WARNING, _line("worker", "error", {"during": what, "error": error, **fields}))
 
 
 def configure_stderr_logging(level: int = logging.INFO) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from schema import db, queue
 from tests.waiting import wait_until
-from tests.worker_helpers import Proc, free_port, make_invoice_pdf, quire, quire_env, wait_for_http
+from tests.worker_helpers import Proc, drop_tracking_store, free_port, make_invoice_pdf, quire, quire_env, wait_for_http
 from worker.tracking import DEFAULT_DATABASE, DEFAULT_EXPERIMENT, tracking_uri_beside
 
 
@@ -81,8 +81,7 @@ def test_e2e_worker_submit_to_completed_with_fields_tokens_cost_and_trace(db_dsn
 def test_a_first_start_claims_at_once_and_runs_that_trace_wait_for_mlflow_tables(db_dsn, tmp_path):
     # A worker's first start on a server makes MLflow's tables beside the queue (seconds). Work
     # that does not trace starts meanwhile; agent runs, which trace there, start once it is done.
-    with db.connect(db.with_database(db_dsn, "postgres")) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{DEFAULT_DATABASE}" WITH (FORCE)')
+    drop_tracking_store(db_dsn)
     env = quire_env(db_dsn, tmp_path, poll_seconds=60)
     (tmp_path / "quire.toml").write_text('[agents.documents]\n[agents.quick]\nexecutor = "noop"\n')
     assert quire("migrate", env=env, cwd=tmp_path).returncode == 0

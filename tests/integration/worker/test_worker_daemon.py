@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from schema import db, queue
+from schema import queue
 from schema.settings import Settings
 from tests.factories import make_agent, make_task
 from tests.waiting import wait_until, wait_until_async
-from tests.worker_helpers import counts_by_status
+from tests.worker_helpers import counts_by_status, drop_tracking_store
 from worker.daemon import WorkerDaemon
-from worker.tracking import DEFAULT_DATABASE, tracking_store_state
+from worker.tracking import tracking_store_state
 
 
 def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, tmp_path, caplog):
@@ -51,8 +51,7 @@ def test_a_worker_stopped_during_its_first_start_leaves_mlflow_set_up_to_finish(
     # The first start on a server makes MLflow's tables in a process of its own (seconds, longer on
     # a busy machine at its lower priority): a worker stopped meanwhile does not wait for it, and the
     # set-up still ends done.
-    with db.connect(db.with_database(db_dsn, "postgres")) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{DEFAULT_DATABASE}" WITH (FORCE)')
+    drop_tracking_store(db_dsn)
     make_agent(conn, "quick", executor="noop")
     settings = Settings(data_dir=tmp_path, poll_seconds=300, sweep_seconds=300, reconcile_seconds=300)
 
