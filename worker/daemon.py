@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -239,7 +240,8 @@ class WorkerDaemon:
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
-        calibrating = (asyncio.create_task(self._calibrate_ocr_when_idle(table, pool, call, services_stop),
+        measure_stop = threading.Event()  # ends a measure of OCR under way when the worker stops
+        calibrating = (asyncio.create_task(self._calibrate_ocr_when_idle(table, pool, services_stop, measure_stop),
                                            name="quire-ocr-calibration")
                        if self.settings.ocr_calibration else None)
         try:
@@ -260,7 +262,8 @@ class WorkerDaemon:
             for task in tasks.values():
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
-            if calibrating is not None:  # a measure under way finishes in its thread, unawaited
+            if calibrating is not None:  # a measure under way ends at its next reading, unawaited
+                measure_stop.set()
                 calibrating.cancel()
                 await asyncio.gather(calibrating, return_exceptions=True)
             if store_setup is not None and first_setup:
@@ -281,13 +284,17 @@ class WorkerDaemon:
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
 
-    async def _calibrate_ocr_when_idle(self, table: RunTable, pool: ConnectionPool,
-                                       call: Callable[..., asyncio.Future], stop: asyncio.Event) -> None:
+    async def _calibrate_ocr_when_idle(self, table: RunTable, pool: ConnectionPool, stop: asyncio.Event,
+                                       measure_stop: threading.Event) -> None:
         """Times OCR once the worker has had no run for IDLE_BEFORE_CALIBRATION seconds.
 
         The measure takes seconds of CPU (a page rendered, made a scan of and read by Tesseract):
         taken at start-up it slowed a worker started on a backlog by a third, and the work slowed
         the measure. A worker that never idles measures at its first pause.
+
+        It runs in a daemon thread of its own, which `measure_stop` ends at its next reading: in
+        the daemon's threads a stopping process waited for the whole measure (about 30 s) before it
+        exited, past the grace a platform gives a process it stops.
         """
         quiet_since: float | None = None
         while not stop.is_set():
@@ -297,15 +304,18 @@ class WorkerDaemon:
             elif quiet_since is None:
                 quiet_since = now
             elif now - quiet_since >= IDLE_BEFORE_CALIBRATION:
-                call(self._calibrate_ocr, pool)  # not awaited: a stop does not wait on it
+                threading.Thread(target=self._calibrate_ocr, args=(pool, measure_stop), daemon=True,
+                                 name="quire-ocr-calibration").start()  # a stop does not wait on it
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
 
-    def _calibrate_ocr(self, pool: ConnectionPool) -> None:
+    def _calibrate_ocr(self, pool: ConnectionPool, stop: threading.Event) -> None:
         """Times OCR and text on this machine for the forecasts' priors; a failure changes nothing."""
         try:
-            ocr_calibration.calibrate(pool, self.worker_id)
+            ocr_calibration.calibrate(pool, self.worker_id, stop=stop)
+        except ocr_calibration.Stopped:
+            return
         except Exception as exc:
             logs.problem("measure OCR", exc, worker=self.worker_id)
 

@@ -25,6 +25,7 @@ import io
 import os
 import random
 import socket
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +44,16 @@ FRESH = timedelta(days=1)
 REPEATS = 2
 
 
+class Stopped(Exception):
+    """The worker stopped during a measure: it is left unfinished and nothing is recorded."""
+
+
+def _check(stop: threading.Event | None) -> None:
+    """Between two readings: ends the measure if the worker is stopping (a reading takes seconds)."""
+    if stop is not None and stop.is_set():
+        raise Stopped
+
+
 def reading_dpi() -> float:
     """The resolution runs on this machine read scanned pages at."""
     from agents.ocr import DEFAULT_DPI
@@ -57,11 +68,11 @@ def measure_seconds_per_page(paths: list[Path]) -> float | None:
     return None if measured is None else measured[0]
 
 
-def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
+def measure_ocr(paths: list[Path], stop: threading.Event | None = None) -> tuple[float, float] | None:
     """Mean wall and CPU seconds one standard page of OCR work (agents/scanwork.py) takes, read on
     the first page of these PDFs (each page's fastest of REPEATS readings, over its work; the CPU
     seconds are this thread's and Tesseract's own); None when OCR cannot run here or no page could
-    be read."""
+    be read. Raises Stopped when `stop` is set between two readings."""
     from agents.ocr import ocr_available, ocr_page
     from agents.scanwork import page_lines, page_work
 
@@ -77,6 +88,7 @@ def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
         try:
             fastest: tuple[float, float] | None = None
             for _ in range(REPEATS):
+                _check(stop)
                 started, cpu = time.monotonic(), _cpu_seconds()
                 ocr_page(pdf[0])
                 took = (time.monotonic() - started, _cpu_seconds() - cpu)
@@ -100,10 +112,11 @@ def _cpu_seconds() -> float:
     return time.thread_time() + children.ru_utime + children.ru_stime
 
 
-def measure_text_seconds(paths: list[Path]) -> tuple[float, float] | None:
+def measure_text_seconds(paths: list[Path], stop: threading.Event | None = None) -> tuple[float, float] | None:
     """Seconds a text document takes through the agent's path without a model (read, classify,
     extract by the rules), as a line: a base a document and a rate a page, fitted over these PDFs
-    one by one and merged into one document. None when none could be read."""
+    one by one and merged into one document. None when none could be read. Raises Stopped when
+    `stop` is set between two readings."""
     import tempfile
 
     import pypdfium2
@@ -134,6 +147,7 @@ def measure_text_seconds(paths: list[Path]) -> tuple[float, float] | None:
         for path in readable:
             fastest, pages = None, 0
             for _ in range(REPEATS):
+                _check(stop)
                 started = time.monotonic()
                 outcome = run(str(path), extractor=OfflineExtractor(), tracer=Tracer())
                 took = time.monotonic() - started
@@ -180,9 +194,11 @@ def text_samples() -> list[Path]:
     return sorted(SAMPLES.glob("*.pdf"))
 
 
-def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None) -> float | None:
+def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None,
+              stop: threading.Event | None = None) -> float | None:
     """Measures and records this host's OCR seconds per page and a text document's seconds unless a
-    fresh measure of both exists; OCR's figure recorded (None: skipped, or OCR cannot run here)."""
+    fresh measure of both exists; OCR's figure recorded (None: skipped, or OCR cannot run here).
+    A `stop` set during the measure ends it at the next reading, recording nothing (Stopped)."""
     host = host or socket.gethostname()
     dpi = reading_dpi()
     with pool.connection(timeout=10) as conn:
@@ -190,11 +206,12 @@ def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None) 
     if (latest is not None and latest.host == host and latest.dpi == dpi and latest.text_seconds_base is not None
             and datetime.now(UTC) - latest.measured_at < FRESH):
         return None
-    text = measure_text_seconds(text_samples())
-    ocr = measure_ocr([SAMPLES / name for name in PAGES])
+    text = measure_text_seconds(text_samples(), stop)
+    ocr = measure_ocr([SAMPLES / name for name in PAGES], stop)
     seconds, cpu = ocr if ocr is not None else (None, None)
     if seconds is None and text is None:
         return None
+    _check(stop)
     with pool.connection(timeout=10) as conn:
         calibration.ocr_calibration_upsert(conn, host=host, seconds_per_page=seconds, dpi=dpi,
                                            cpu_seconds_per_page=cpu if cpu and cpu > 0 else None,

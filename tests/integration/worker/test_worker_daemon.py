@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 from schema import queue
 from schema.settings import Settings
@@ -70,3 +71,37 @@ def test_a_worker_stopped_during_its_first_start_leaves_mlflow_set_up_to_finish(
     asyncio.run(scenario())
     wait_until(lambda: tracking_store_state(db_dsn) == "ready", timeout=180, interval=0.5,
                message="MLflow's set-up to finish on its own")
+
+
+def test_a_worker_stopped_while_it_measures_ocr_stops_the_measure(db_dsn, conn, tmp_path, monkeypatch, caplog):
+    # The measure takes seconds of CPU a reading (about 30 s in all here): in the daemon's threads a
+    # stopped `quire worker` waited for all of it before its process exited. It runs in a daemon
+    # thread of its own now, which the stop ends at its next reading, recording nothing.
+    from schema import calibration
+    from worker import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "IDLE_BEFORE_CALIBRATION", 0.2)
+    make_agent(conn, "quick", executor="noop")
+    settings = Settings(data_dir=tmp_path, poll_seconds=300, sweep_seconds=300, reconcile_seconds=300,
+                        ocr_calibration=True)
+    caplog.set_level(logging.INFO, logger="quire.worker")
+
+    def measuring() -> threading.Thread | None:
+        return next((t for t in threading.enumerate() if t.name == "quire-ocr-calibration"), None)
+
+    async def scenario() -> threading.Thread:
+        stop = asyncio.Event()
+        running = asyncio.create_task(WorkerDaemon(settings, db_dsn, worker_id="w-measure", concurrency=1).run(stop))
+        await wait_until_async(lambda: measuring() is not None, timeout=30, message="the measure to begin")
+        thread = measuring()
+        stop.set()
+        await asyncio.wait_for(running, 30)
+        return thread
+
+    thread = asyncio.run(scenario())
+    assert thread.daemon, "the process's exit never waits for a measure"
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert calibration.ocr_calibration_latest(conn) is None
+    lines = [line for r in caplog.records if r.name == "quire.worker" for line in r.getMessage().splitlines()]
+    assert not any('"during":"measure OCR"' in line for line in lines), lines
