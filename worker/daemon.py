@@ -11,7 +11,6 @@ import os
 import secrets
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -118,6 +117,7 @@ class WorkerDaemon:
         self.settle_gc = settle_gc
         self._counters = WorkerCounters()
         self._hurry = asyncio.Event()
+        self.measure_pid: int | None = None  # the last measure of OCR's process (ocr_calibration.measure_apart)
 
     @property
     def metrics(self) -> WorkerCounters:
@@ -240,8 +240,7 @@ class WorkerDaemon:
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
-        measure_stop = threading.Event()  # ends a measure of OCR under way when the worker stops
-        calibrating = (asyncio.create_task(self._calibrate_ocr_when_idle(table, pool, services_stop, measure_stop),
+        calibrating = (asyncio.create_task(self._calibrate_ocr_when_idle(table, pool, call, services_stop),
                                            name="quire-ocr-calibration")
                        if self.settings.ocr_calibration else None)
         try:
@@ -262,8 +261,7 @@ class WorkerDaemon:
             for task in tasks.values():
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
-            if calibrating is not None:  # a measure under way ends at its next reading, unawaited
-                measure_stop.set()
+            if calibrating is not None:  # a measure under way is killed
                 calibrating.cancel()
                 await asyncio.gather(calibrating, return_exceptions=True)
             if store_setup is not None and first_setup:
@@ -284,17 +282,16 @@ class WorkerDaemon:
         with pool.connection(timeout=10) as conn:
             check_agents(conn, executors=executors, worker_id=self.worker_id)
 
-    async def _calibrate_ocr_when_idle(self, table: RunTable, pool: ConnectionPool, stop: asyncio.Event,
-                                       measure_stop: threading.Event) -> None:
-        """Times OCR once the worker has had no run for IDLE_BEFORE_CALIBRATION seconds.
+    async def _calibrate_ocr_when_idle(self, table: RunTable, pool: ConnectionPool,
+                                       call: Callable[..., asyncio.Future], stop: asyncio.Event) -> None:
+        """Times OCR and text on this machine for the forecasts' priors once the worker has had no
+        run for IDLE_BEFORE_CALIBRATION seconds, unless this host has a fresh measure.
 
-        The measure takes seconds of CPU (a page rendered, made a scan of and read by Tesseract):
-        taken at start-up it slowed a worker started on a backlog by a third, and the work slowed
-        the measure. A worker that never idles measures at its first pause.
-
-        It runs in a daemon thread of its own, which `measure_stop` ends at its next reading: in
-        the daemon's threads a stopping process waited for the whole measure (about 30 s) before it
-        exited, past the grace a platform gives a process it stops.
+        The measure takes tens of seconds of CPU. It runs in a process of its own at the lowest
+        priority (ocr_calibration.measure_apart), and work never waits on it: a run that starts
+        meanwhile ends the measure, which is taken again at the next idle moment. Taken beside the
+        work it slowed a backlog that came just after the worker went idle by a third, and the
+        work made the measure wrong. A failure changes nothing but the priors.
         """
         quiet_since: float | None = None
         while not stop.is_set():
@@ -304,20 +301,27 @@ class WorkerDaemon:
             elif quiet_since is None:
                 quiet_since = now
             elif now - quiet_since >= IDLE_BEFORE_CALIBRATION:
-                threading.Thread(target=self._calibrate_ocr, args=(pool, measure_stop), daemon=True,
-                                 name="quire-ocr-calibration").start()  # a stop does not wait on it
-                return
+                try:
+                    if await call(ocr_calibration.is_fresh, pool):
+                        return
+                    # Any run started since, however short (a no-op one is over in a millisecond).
+                    runs_before = self._counters.snapshot()["runs_started"]
+                    measured = await ocr_calibration.measure_apart(
+                        lambda: self._counters.snapshot()["runs_started"] != runs_before or bool(len(table)),
+                        started=self._measure_started)
+                    if measured is not None:
+                        await call(ocr_calibration.record, pool, self.worker_id, measured)
+                        return
+                except Exception as exc:
+                    logs.problem("measure OCR", exc, worker=self.worker_id)
+                    return
+                quiet_since = None  # work came first: measured at the next idle moment
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
 
-    def _calibrate_ocr(self, pool: ConnectionPool, stop: threading.Event) -> None:
-        """Times OCR and text on this machine for the forecasts' priors; a failure changes nothing."""
-        try:
-            ocr_calibration.calibrate(pool, self.worker_id, stop=stop)
-        except ocr_calibration.Stopped:
-            return
-        except Exception as exc:
-            logs.problem("measure OCR", exc, worker=self.worker_id)
+    def _measure_started(self, pid: int) -> None:
+        """Notes the process of a measure of OCR under way (tests look for it)."""
+        self.measure_pid = pid
 
     def _agent_configs(self) -> list:
         """The configured agents, or none when the configuration cannot be read here."""

@@ -3,8 +3,8 @@ an agent has runs of its own.
 
 A scanned page costs seconds of CPU where a text page costs milliseconds, and how many depends on
 the machine and the resolution pages are read at. Once it has had no run for two seconds after it
-started (in a thread; the measure takes seconds of CPU, which a backlog should not wait on) the
-worker reads the first page of two bundled samples (a sparse invoice, a dense contract) through the
+started (in a process of its own at the lowest CPU priority, given up when work comes: see
+measure_apart) the worker reads the first page of two bundled samples (a sparse invoice, a dense contract) through the
 same OCR as a run, and records the mean per standard page of OCR work (agents/scanwork.py: a
 page of 30 lines of text) for its host. Each page is first made into what a
 desk scanner gives (150 dpi, tilted, softened, specked with dust, JPEG): Tesseract takes two to
@@ -21,15 +21,21 @@ resolution is not measured again.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import json
 import os
 import random
+import signal
 import socket
-import threading
+import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from schema import calibration, rates
 from worker import logs
@@ -42,16 +48,6 @@ PAGES = ("invoice_harborline_INV-2024-0117.pdf", "contract_master_services_merid
 FRESH = timedelta(days=1)
 # Each page or document is timed this many times and its fastest time kept.
 REPEATS = 2
-
-
-class Stopped(Exception):
-    """The worker stopped during a measure: it is left unfinished and nothing is recorded."""
-
-
-def _check(stop: threading.Event | None) -> None:
-    """Between two readings: ends the measure if the worker is stopping (a reading takes seconds)."""
-    if stop is not None and stop.is_set():
-        raise Stopped
 
 
 def reading_dpi() -> float:
@@ -68,11 +64,11 @@ def measure_seconds_per_page(paths: list[Path]) -> float | None:
     return None if measured is None else measured[0]
 
 
-def measure_ocr(paths: list[Path], stop: threading.Event | None = None) -> tuple[float, float] | None:
+def measure_ocr(paths: list[Path]) -> tuple[float, float] | None:
     """Mean wall and CPU seconds one standard page of OCR work (agents/scanwork.py) takes, read on
     the first page of these PDFs (each page's fastest of REPEATS readings, over its work; the CPU
     seconds are this thread's and Tesseract's own); None when OCR cannot run here or no page could
-    be read. Raises Stopped when `stop` is set between two readings."""
+    be read."""
     from agents.ocr import ocr_available, ocr_page
     from agents.scanwork import page_lines, page_work
 
@@ -88,7 +84,6 @@ def measure_ocr(paths: list[Path], stop: threading.Event | None = None) -> tuple
         try:
             fastest: tuple[float, float] | None = None
             for _ in range(REPEATS):
-                _check(stop)
                 started, cpu = time.monotonic(), _cpu_seconds()
                 ocr_page(pdf[0])
                 took = (time.monotonic() - started, _cpu_seconds() - cpu)
@@ -112,11 +107,10 @@ def _cpu_seconds() -> float:
     return time.thread_time() + children.ru_utime + children.ru_stime
 
 
-def measure_text_seconds(paths: list[Path], stop: threading.Event | None = None) -> tuple[float, float] | None:
+def measure_text_seconds(paths: list[Path]) -> tuple[float, float] | None:
     """Seconds a text document takes through the agent's path without a model (read, classify,
     extract by the rules), as a line: a base a document and a rate a page, fitted over these PDFs
-    one by one and merged into one document. None when none could be read. Raises Stopped when
-    `stop` is set between two readings."""
+    one by one and merged into one document. None when none could be read."""
     import tempfile
 
     import pypdfium2
@@ -147,7 +141,6 @@ def measure_text_seconds(paths: list[Path], stop: threading.Event | None = None)
         for path in readable:
             fastest, pages = None, 0
             for _ in range(REPEATS):
-                _check(stop)
                 started = time.monotonic()
                 outcome = run(str(path), extractor=OfflineExtractor(), tracer=Tracer())
                 took = time.monotonic() - started
@@ -194,26 +187,36 @@ def text_samples() -> list[Path]:
     return sorted(SAMPLES.glob("*.pdf"))
 
 
-def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None,
-              stop: threading.Event | None = None) -> float | None:
-    """Measures and records this host's OCR seconds per page and a text document's seconds unless a
-    fresh measure of both exists; OCR's figure recorded (None: skipped, or OCR cannot run here).
-    A `stop` set during the measure ends it at the next reading, recording nothing (Stopped)."""
-    host = host or socket.gethostname()
-    dpi = reading_dpi()
+@dataclass(frozen=True)
+class Measured:
+    """What a measure found on this host; None where that part could not run or read anything."""
+
+    ocr: tuple[float, float] | None    # wall and CPU seconds a standard page of OCR work takes
+    text: tuple[float, float] | None   # a text document's seconds: a base, and a rate a page
+
+
+def measure() -> Measured:
+    """Times the bundled samples: text through the agent's path, and the scanned pages through OCR."""
+    return Measured(text=measure_text_seconds(text_samples()), ocr=measure_ocr([SAMPLES / name for name in PAGES]))
+
+
+def is_fresh(pool: ConnectionPool, *, host: str | None = None) -> bool:
+    """Whether this host measured both OCR and text, at this resolution, within FRESH."""
     with pool.connection(timeout=10) as conn:
         latest = calibration.ocr_calibration_latest(conn)
-    if (latest is not None and latest.host == host and latest.dpi == dpi and latest.text_seconds_base is not None
-            and datetime.now(UTC) - latest.measured_at < FRESH):
-        return None
-    text = measure_text_seconds(text_samples(), stop)
-    ocr = measure_ocr([SAMPLES / name for name in PAGES], stop)
-    seconds, cpu = ocr if ocr is not None else (None, None)
+    return (latest is not None and latest.host == (host or socket.gethostname()) and latest.dpi == reading_dpi()
+            and latest.text_seconds_base is not None and datetime.now(UTC) - latest.measured_at < FRESH)
+
+
+def record(pool: ConnectionPool, worker_id: str, measured: Measured, *, host: str | None = None) -> float | None:
+    """Records a measure for this host; OCR's seconds a page recorded (None: OCR could not run)."""
+    seconds, cpu = measured.ocr if measured.ocr is not None else (None, None)
+    text = measured.text
     if seconds is None and text is None:
         return None
-    _check(stop)
+    dpi = reading_dpi()
     with pool.connection(timeout=10) as conn:
-        calibration.ocr_calibration_upsert(conn, host=host, seconds_per_page=seconds, dpi=dpi,
+        calibration.ocr_calibration_upsert(conn, host=host or socket.gethostname(), seconds_per_page=seconds, dpi=dpi,
                                            cpu_seconds_per_page=cpu if cpu and cpu > 0 else None,
                                            text_seconds_base=text[0] if text else None,
                                            text_seconds_per_page=text[1] if text else None)
@@ -223,3 +226,70 @@ def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None,
                 text_seconds_base=None if text is None else round(text[0], 3),
                 text_seconds_per_page=None if text is None else round(text[1], 3))
     return seconds
+
+
+def calibrate(pool: ConnectionPool, worker_id: str, *, host: str | None = None) -> float | None:
+    """Measures and records this host's OCR seconds per page and a text document's seconds unless a
+    fresh measure of both exists, in this process; OCR's figure recorded (None: skipped, or OCR
+    cannot run here). The worker measures apart instead (measure_apart)."""
+    if is_fresh(pool, host=host):
+        return None
+    return record(pool, worker_id, measure(), host=host)
+
+
+# How often a measure under way looks whether work came.
+BUSY_POLL_SECONDS = 0.1
+# The measure's CPU priority (nice): the lowest, so any work on the machine goes first.
+LOWEST_PRIORITY = 19
+
+
+async def measure_apart(busy: Callable[[], bool], *, started: Callable[[int], None] | None = None) -> Measured | None:
+    """measure() in a process of its own at the lowest CPU priority, given up as soon as `busy()`.
+
+    The measure takes tens of seconds of CPU (about 30 s here), much of it holding the interpreter
+    lock: run in the worker's process at its first idle moment, it slowed a backlog that came just
+    after by a third. Here work never waits on it: the process yields the CPU to any other, and it
+    is killed (with its Tesseract) as soon as work comes, or when this coroutine is cancelled.
+    Returns None when it was given up; raises RuntimeError when the process failed. `started` is
+    told the process id."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "worker.ocr_calibration", stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    with contextlib.suppress(OSError):  # ended already: nothing to lower
+        os.setpriority(os.PRIO_PROCESS, process.pid, LOWEST_PRIORITY)
+    if started is not None:
+        started(process.pid)
+    output = asyncio.ensure_future(process.communicate())
+    try:
+        while not output.done():
+            if busy():
+                return None
+            await asyncio.wait([output], timeout=BUSY_POLL_SECONDS)
+        stdout, stderr = output.result()
+    finally:
+        if process.returncode is None:  # given up or cancelled: the process and its Tesseract go
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await asyncio.shield(process.wait())
+        output.cancel()
+    if process.returncode != 0:
+        raise RuntimeError(f"the measure exited with {process.returncode}: {stderr.decode(errors='replace')[-500:]}")
+    found = json.loads(stdout)
+    return Measured(ocr=_pair(found.get("ocr")), text=_pair(found.get("text")))
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
+def _main() -> int:
+    """`python -m worker.ocr_calibration`: measure() as JSON on stdout (what measure_apart reads)."""
+    with contextlib.suppress(OSError):
+        os.nice(LOWEST_PRIORITY)  # this process and the Tesseract it starts
+    measured = measure()
+    print(json.dumps({"ocr": measured.ocr, "text": measured.text}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -2,7 +2,6 @@
 recorded for its host, and not measured again while fresh."""
 
 import asyncio
-import threading
 
 import pytest
 
@@ -78,14 +77,3 @@ def test_a_worker_with_runs_in_flight_measures_once_it_has_none(db_dsn, conn, tm
     last_finished = conn.execute("SELECT max(finished_at) AS f FROM task_attempts").fetchone()["f"]
     assert calibration.ocr_calibration_latest(conn).measured_at > last_finished
 
-
-def test_a_stopped_measure_records_nothing(db_dsn, conn):
-    stop = threading.Event()
-    stop.set()
-    pool = db.make_pool(db_dsn, min_size=1, max_size=2, name="calibration-stop-test")
-    try:
-        with pytest.raises(ocr_calibration.Stopped):
-            ocr_calibration.calibrate(pool, "w-test", host="host-b", stop=stop)
-    finally:
-        pool.close()
-    assert calibration.ocr_calibration_latest(conn) is None
