@@ -93,3 +93,9 @@ def agent_set_config_error(conn: psycopg.Connection, agent: str, error: str | No
     """Stores why an agent cannot run (None: it can); True if that changed what was stored."""
     with conn.transaction():
         return bool(_rows(conn, "agent_set_config_error", {"agent": agent, "error": error}))
+
+
+def work_waiting_for(conn: psycopg.Connection, executors: list[str]) -> bool:
+    """Whether an agent of these executors has a task in the queue (held or not, due or not)."""
+    row = _row(conn, "task_waiting_for_executors_one", {"executors": executors})
+    return bool(row and row["waiting"])

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
-from schema import db, queue
+from schema import db, queue, worker_queries
 from schema.settings import Settings
 from worker import logs, ocr_calibration
 from worker.agent_check import check_agents
@@ -49,6 +49,10 @@ THREADS = 10
 STORE_SETUP_STOP_SECONDS = 2.0
 # Seconds without a run before the worker times OCR for the forecasts' prior.
 IDLE_BEFORE_CALIBRATION = 2.0
+# Seconds without a run before MLflow's first set-up starts when no traced agent has work; and how
+# often, until then, the worker looks whether one has.
+IDLE_BEFORE_TRACKING_SETUP = 1.0
+TRACKING_SETUP_LOOK_SECONDS = 0.5
 
 
 # Objects allocated between two collections of the youngest generation. The worker makes and drops
@@ -118,6 +122,7 @@ class WorkerDaemon:
         self._counters = WorkerCounters()
         self._hurry = asyncio.Event()
         self.measure_pid: int | None = None  # the last measure of OCR's process (ocr_calibration.measure_apart)
+        self.tracking_setup: asyncio.Future | None = None  # MLflow's first set-up, once begun
 
     @property
     def metrics(self) -> WorkerCounters:
@@ -146,6 +151,7 @@ class WorkerDaemon:
         pool = db.make_pool(self.dsn, min_size=1, max_size=THREADS, name=f"quire-worker-{self.worker_id}")
         try:
             tracking_uri, store_setup, first_setup = await self._tracking(call)
+            setups = [store_setup] if store_setup is not None else []  # the set-ups begun, to wait for at the end
         except BaseException:  # cancelled while starting: release what was opened
             pool.close()
             threads.shutdown(wait=False, cancel_futures=True)
@@ -178,8 +184,7 @@ class WorkerDaemon:
         claimer = Claimer(table, executors, ClaimerConfig(concurrency=self.concurrency,
                                                           poll_seconds=self.settings.poll_seconds,
                                                           claim_ahead=self.settings.worker_claim_ahead))
-        if first_setup:
-            self._hold_tracing_runs(claimer, executors, cast(asyncio.Future, store_setup), claim_wake)
+        tracing = self._hold_tracing_runs(claimer, executors) if first_setup is not None else []
         heartbeats = Heartbeats(table, on_settled=settled)
         sweeper = Sweeper(pool, self.worker_id, SweeperConfig(interval_seconds=self.settings.sweep_seconds),
                           counters=self._counters)
@@ -240,6 +245,10 @@ class WorkerDaemon:
         if self._owns_listener:
             services["listener"] = lambda: self.listener.run(services_stop)
         tasks = {name: asyncio.create_task(make(), name=f"quire-{name}") for name, make in services.items()}
+        setting_up = (asyncio.create_task(self._set_up_tracking_when_due(
+            first_setup, tracing, table, pool, call, services_stop, setups,
+            lambda future: self._release_tracing_runs(claimer, tracing, future, claim_wake)),
+            name="quire-tracking-setup") if first_setup is not None else None)
         calibrating = (asyncio.create_task(self._calibrate_ocr_when_idle(table, pool, call, services_stop),
                                            name="quire-ocr-calibration")
                        if self.settings.ocr_calibration else None)
@@ -261,16 +270,18 @@ class WorkerDaemon:
             for task in tasks.values():
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
-            if calibrating is not None:  # a measure under way is killed
-                calibrating.cancel()
-                await asyncio.gather(calibrating, return_exceptions=True)
-            if store_setup is not None and first_setup:
-                # MLflow's first set-up, in a process of its own: it finishes by itself if the
-                # worker stops first (on a busy machine, at its lower priority, that takes a while).
-                await asyncio.wait([store_setup], timeout=STORE_SETUP_STOP_SECONDS)
-                store_setup.cancel()
-            elif store_setup is not None:
-                await asyncio.gather(store_setup, return_exceptions=True)
+            for helper in (calibrating, setting_up):  # a measure under way is killed
+                if helper is not None:
+                    helper.cancel()
+                    await asyncio.gather(helper, return_exceptions=True)
+            for setup in setups:
+                if first_setup is not None:
+                    # MLflow's first set-up, in a process of its own: it finishes by itself if the
+                    # worker stops first (on a busy machine, at its lower priority, that takes a while).
+                    await asyncio.wait([setup], timeout=STORE_SETUP_STOP_SECONDS)
+                    setup.cancel()
+                else:
+                    await asyncio.gather(setup, return_exceptions=True)
             await call(pool.close)
             for executor in executors.values():
                 executor.close()
@@ -304,11 +315,8 @@ class WorkerDaemon:
                 try:
                     if await call(ocr_calibration.is_fresh, pool):
                         return
-                    # Any run started since, however short (a no-op one is over in a millisecond).
-                    runs_before = self._counters.snapshot()["runs_started"]
-                    measured = await ocr_calibration.measure_apart(
-                        lambda: self._counters.snapshot()["runs_started"] != runs_before or bool(len(table)),
-                        started=self._measure_started)
+                    measured = await ocr_calibration.measure_apart(self._work_came(table),
+                                                                   started=self._measure_started)
                     if measured is not None:
                         await call(ocr_calibration.record, pool, self.worker_id, measured)
                         return
@@ -318,6 +326,11 @@ class WorkerDaemon:
                 quiet_since = None  # work came first: measured at the next idle moment
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
+
+    def _work_came(self, table: RunTable) -> Callable[[], bool]:
+        """Whether a run started from now on, however short (a no-op one is over in a millisecond)."""
+        before = self._counters.snapshot()["runs_started"]
+        return lambda: self._counters.snapshot()["runs_started"] != before or bool(len(table))
 
     def _measure_started(self, pid: int) -> None:
         """Notes the process of a measure of OCR under way (tests look for it)."""
@@ -330,13 +343,15 @@ class WorkerDaemon:
         except ValueError:
             return []
 
-    async def _tracking(self, call: Callable[..., Any]) -> tuple[str | None, asyncio.Future | None, bool]:
+    async def _tracking(self, call: Callable[..., Any]) -> tuple[
+            str | None, asyncio.Future | None, Callable[[], asyncio.Future] | None]:
         """The tracking URI agents get, the set-up of its store if that goes on in the background,
-        and whether that set-up is the store's first (MLflow's tables are being made).
+        and, when MLflow's tables are still to be made, what starts that first set-up.
 
         The set-up never holds up the claims: the first time (seconds: MLflow's import and its
-        migrations), the runs that trace to the store wait until it is done (agents starting
-        together would race through MLflow's migrations), and the others start at once; later,
+        migrations), it starts once an agent whose runs trace has work, or once the worker idles
+        (_set_up_tracking_when_due), and those runs wait until it is done (agents starting
+        together would race through MLflow's migrations) while the others start at once; later,
         it only checks the experiment. Once the tables and the experiment are there, nothing is
         set up and MLflow is not loaded.
         """
@@ -344,27 +359,71 @@ class WorkerDaemon:
             uri, ours = await call(locate_tracking, self.dsn, self.settings.mlflow_tracking_uri)
             state = await call(tracking_store_state, self.dsn) if ours else None
             if state in (None, "ready"):
-                return uri, None, False
+                return uri, None, None
             artifacts = self.settings.data_dir / "mlflow-artifacts"
             if state == "empty":  # MLflow's tables are made in a process of its own, beside the work
-                return uri, asyncio.ensure_future(prepare_store_apart(
-                    self.dsn, uri, worker_id=self.worker_id, artifact_root=artifacts)), True
+                return uri, None, lambda: asyncio.ensure_future(prepare_store_apart(
+                    self.dsn, uri, worker_id=self.worker_id, artifact_root=artifacts))
             return uri, call(functools.partial(prepare_store, self.dsn, uri, worker_id=self.worker_id,
-                                               artifact_root=artifacts)), False
+                                               artifact_root=artifacts)), None
         except Exception as exc:  # tracing is optional, the work is not
             logs.problem("locate MLflow tracking", exc, worker=self.worker_id)
-            return None, None, False
+            return None, None, None
+
+    async def _set_up_tracking_when_due(self, start: Callable[[], asyncio.Future], tracing: list[Executor],
+                                        table: RunTable, pool: ConnectionPool, call: Callable[..., asyncio.Future],
+                                        stop: asyncio.Event, setups: list[asyncio.Future],
+                                        started: Callable[[asyncio.Future], None]) -> None:
+        """Starts MLflow's first set-up once an agent whose runs trace has a task waiting, or once
+        the worker has had no run for IDLE_BEFORE_TRACKING_SETUP seconds, whichever comes first.
+
+        The set-up takes seconds of CPU at a lower priority, and the statements of MLflow's
+        migrations on the queue's server. A worker started on a backlog of work that does not trace
+        drained it about a fifth slower with the set-up beside it; now the set-up waits for a pause.
+        """
+        names = [executor.name for executor in tracing]
+        quiet_since: float | None = None
+        while not stop.is_set():
+            now = time.monotonic()
+            if len(table):
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            if quiet_since is not None and now - quiet_since >= IDLE_BEFORE_TRACKING_SETUP:
+                break
+            try:
+                if names and await call(self._traced_work_waiting, pool, names):
+                    break
+            except Exception as exc:  # the database is away: look again
+                logs.problem("look for traced work", exc, worker=self.worker_id)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=TRACKING_SETUP_LOOK_SECONDS)
+        if stop.is_set():
+            return
+        future = self.tracking_setup = start()
+        setups.append(future)
+        started(future)
 
     @staticmethod
-    def _hold_tracing_runs(claimer: Claimer, executors: Mapping[str, Executor], setup: asyncio.Future,
-                           claim_wake: Wakeup) -> None:
-        """Claims nothing for agents whose runs trace until the store's first set-up is done; then
-        they trace to it, or, if it failed, nowhere."""
-        tracing = [executor for executor in executors.values() if executor.traces]
-        if not tracing:
-            return
-        claimer.hold_back(executor.name for executor in tracing)
+    def _traced_work_waiting(pool: ConnectionPool, executors: list[str]) -> bool:
+        """Whether an agent of these executors has a task in the queue."""
+        with pool.connection(timeout=10) as conn:
+            return worker_queries.work_waiting_for(conn, executors)
 
+    @staticmethod
+    def _hold_tracing_runs(claimer: Claimer, executors: Mapping[str, Executor]) -> list[Executor]:
+        """Claims nothing for agents whose runs trace until MLflow's first set-up is done
+        (_release_tracing_runs); returns their executors."""
+        tracing = [executor for executor in executors.values() if executor.traces]
+        if tracing:
+            claimer.hold_back(executor.name for executor in tracing)
+        return tracing
+
+    @staticmethod
+    def _release_tracing_runs(claimer: Claimer, tracing: list[Executor], setup: asyncio.Future,
+                              claim_wake: Wakeup) -> None:
+        """Once MLflow's first set-up is done, the runs that trace are claimed again, and trace to
+        the store; if it failed, they run without tracing."""
         def done(future: asyncio.Future) -> None:
             if future.cancelled() or future.exception() is not None or not future.result():
                 for executor in tracing:

@@ -73,3 +73,12 @@ SELECT to_regclass('public.alembic_version') IS NOT NULL AS present;
 -- name: tracking_experiment_present_one
 -- Whether MLflow's experiments table (its tables exist) holds this active experiment.
 SELECT EXISTS (SELECT 1 FROM experiments WHERE name = %(name)s AND lifecycle_stage = 'active') AS present;
+
+-- name: task_waiting_for_executors_one
+-- Whether an agent of these executors has a task in the queue (held or not, due or not): the
+-- worker starts MLflow's first set-up once an agent whose runs trace has work.
+SELECT EXISTS (
+    SELECT 1 FROM tasks t
+    WHERE t.status = 'enqueued'
+      AND t.agent = ANY(ARRAY(SELECT a.name FROM agents a WHERE a.executor = ANY(%(executors)s::text[])))
+) AS waiting;

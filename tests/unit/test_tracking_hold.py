@@ -37,8 +37,10 @@ def test_runs_that_trace_wait_for_the_first_set_up_then_trace_or_not(tmp_path, o
         executors = build_executors(LocalConfig(runs_dir=tmp_path, tracking_uri="postgresql+psycopg://h/quire_mlflow"))
         claims, wake = Claims(), Wake()
         setup = asyncio.get_running_loop().create_future()
-        WorkerDaemon._hold_tracing_runs(claims, executors, setup, wake)
+        tracing = WorkerDaemon._hold_tracing_runs(claims, executors)
         assert claims.held == {"local"}  # the noop and Databricks executors' work goes on
+        WorkerDaemon._release_tracing_runs(claims, tracing, setup, wake)
+        assert claims.held == {"local"} and wake.woken == 0  # until the set-up ends
         if isinstance(outcome, Exception):
             setup.set_exception(outcome)
         else:
@@ -53,8 +55,8 @@ def test_runs_that_trace_wait_for_the_first_set_up_then_trace_or_not(tmp_path, o
 def test_nothing_is_held_when_no_run_traces(tmp_path):
     async def scenario():
         executors = build_executors(LocalConfig(runs_dir=tmp_path, tracking_uri=None))
-        claims, wake = Claims(), Wake()
-        WorkerDaemon._hold_tracing_runs(claims, executors, asyncio.get_running_loop().create_future(), wake)
+        claims = Claims()
+        assert WorkerDaemon._hold_tracing_runs(claims, executors) == []
         return claims.held
 
     assert asyncio.run(scenario()) == set()

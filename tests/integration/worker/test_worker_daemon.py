@@ -64,7 +64,10 @@ def test_a_worker_stopped_during_its_first_start_leaves_mlflow_set_up_to_finish(
                                message="the worker to start")
         task = await asyncio.to_thread(make_task, conn, "quick")
         await wait_until_async(lambda: queue.get_task(conn, task.id).status.value == "completed", blocking=True,
-                               timeout=30, message="the noop task to run while the set-up goes on")
+                               timeout=30, message="the noop task")
+        # No agent that traces has work: the set-up begins once the worker idles.
+        await wait_until_async(lambda: daemon.tracking_setup is not None, timeout=30,
+                               message="the set-up to begin once the worker idles")
         stop.set()
         await asyncio.wait_for(running, 60)
 
@@ -120,3 +123,31 @@ def test_the_measure_of_ocr_gives_way_to_work_and_to_a_stop(db_dsn, conn, tmp_pa
     assert calibration.ocr_calibration_latest(conn) is None
     lines = [line for r in caplog.records if r.name == "quire.worker" for line in r.getMessage().splitlines()]
     assert not any('"during":"measure OCR"' in line for line in lines), lines
+
+
+def test_a_first_start_sets_up_mlflow_once_the_worker_idles_when_no_traced_work_waits(db_dsn, conn, tmp_path):
+    # MLflow's first set-up takes seconds of CPU and the queue server's time: with no work of an
+    # agent that traces, it waits until the worker has no run, instead of slowing the drain.
+    drop_tracking_store(db_dsn)
+    make_agent(conn, "slow", executor="noop", settings={"delay_seconds": 8})
+    task = make_task(conn, "slow")
+    settings = Settings(data_dir=tmp_path, poll_seconds=300, sweep_seconds=300, reconcile_seconds=300)
+    daemon = WorkerDaemon(settings, db_dsn, worker_id="w-later", concurrency=1)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        running = asyncio.create_task(daemon.run(stop))
+        await wait_until_async(lambda: queue.get_task(conn, task.id).status.value == "processing", blocking=True,
+                               timeout=30, message="the run")
+        await asyncio.sleep(2)  # twice the idle time the set-up waits for, and well within the run
+        assert daemon.tracking_setup is None, "the set-up began beside a run of work that does not trace"
+        await wait_until_async(lambda: queue.get_task(conn, task.id).status.value == "completed", blocking=True,
+                               timeout=60, message="the run to end")
+        await wait_until_async(lambda: daemon.tracking_setup is not None, timeout=30,
+                               message="the set-up once the worker idles")
+        stop.set()
+        await asyncio.wait_for(running, 60)
+
+    asyncio.run(scenario())
+    wait_until(lambda: tracking_store_state(db_dsn) == "ready", timeout=180, interval=0.5,
+               message="MLflow's set-up to finish")
