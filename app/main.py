@@ -81,7 +81,8 @@ def _fold_in_background(app, settings: Settings) -> None:
     stop = asyncio.Event()
 
     async def start() -> None:
-        folder = RollupFolder(app.state.pool, "app", FolderConfig(interval_seconds=settings.rollup_fold_seconds))
+        folder = RollupFolder(app.state.pool, "app", FolderConfig(interval_seconds=settings.rollup_fold_seconds,
+                                                    drain_seconds=settings.rollup_drain_fold_seconds))
         app.state.folder_task = asyncio.create_task(
             service_loop("rollup fold", folder.run_once, folder.config.interval_seconds, stop, worker_id="app"),
             name="quire-rollup-fold")

@@ -31,14 +31,16 @@ from schema import db, queue  # noqa: E402
 from schema.migrate import migrate  # noqa: E402
 
 
-def drain_after_idle(server: str, *, measure: bool, tasks: int, idle: float, concurrency: int) -> float:
-    """Tasks a second a worker idle for `idle` seconds drains, with its OCR measure on or off."""
+def drain_after_idle(server: str, *, measure: bool, tasks: int, idle: float, concurrency: int,
+                     settings: dict[str, str] | None = None) -> float:
+    """Tasks a second a worker idle for `idle` seconds drains, with its OCR measure on or off, and
+    any other `QUIRE_` settings given."""
     dsn = fresh_database(server, "bench_idle_worker")
     with db.connect(dsn) as conn:
         migrate(conn)
         queue.configure_agent(conn, "bench", executor="noop")
     data_dir = Path(tempfile.mkdtemp(prefix="quire-idle-"))
-    env = quire_env(dsn, data_dir) | {"QUIRE_OCR_CALIBRATION": "true" if measure else "false"}
+    env = quire_env(dsn, data_dir) | (settings or {}) | {"QUIRE_OCR_CALIBRATION": "true" if measure else "false"}
     with open(data_dir / "worker.log", "w") as log:
         worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
                                    str(concurrency)], env=env, stdout=log, stderr=log)

@@ -156,6 +156,11 @@ def rollup_fold(conn: psycopg.Connection, *, max_marks: int | None = None) -> in
     return fetch_row(conn, "rollup_fold", {"max_marks": max_marks})["folded"]
 
 
+def drain_under_way(conn: psycopg.Connection) -> bool:
+    """Whether tasks run while others wait their turn (due and not held)."""
+    return bool(fetch_row(conn, "rollup_drain_under_way_one")["draining"])
+
+
 def rollup_pending_count(conn: psycopg.Connection) -> int:
     return fetch_row(conn, "rollup_pending_count")["n"]
 

@@ -257,6 +257,7 @@ class Settings(Checked):
     sweep_seconds: float = setting(5.0, gt=0)                # how often the worker sweeps expired leases
     reconcile_seconds: float = setting(30.0, gt=0)           # how often MLflow traces are read for spend
     rollup_fold_seconds: float = setting(2.0, gt=0)          # how often the worker folds marks into the rollups
+    rollup_drain_fold_seconds: float = setting(10.0, ge=0)   # how long a fold may wait while a drain is under way
     mlflow_tracking_uri: str | None = None                 # unset: database quire_mlflow beside the queue
     warehouse_id: str | None = None                        # SQL warehouse for the billing tables
     billing_seconds: float = setting(600.0, gt=0)            # how often job runs' billing is reconciled

@@ -190,7 +190,8 @@ class WorkerDaemon:
                           counters=self._counters)
         costs = CostReconciler(pool, self.worker_id, tracking_uri,
                                CostConfig(interval_seconds=self.settings.reconcile_seconds))
-        folder = RollupFolder(pool, self.worker_id, FolderConfig(interval_seconds=self.settings.rollup_fold_seconds))
+        folder = RollupFolder(pool, self.worker_id, FolderConfig(interval_seconds=self.settings.rollup_fold_seconds,
+                                                            drain_seconds=self.settings.rollup_drain_fold_seconds))
         unregister = [
             self.listener.on_events(lambda events: claim_wake.set() if wants_claim(events) else None),
             # A cancel stops its run now, not at the run's next heartbeat.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,21 +22,34 @@ READ_ONLY_RETRY_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class FolderConfig:
-    """How often to fold, and how many marks one fold takes at most."""
+    """How often to fold, how long a fold may wait while a drain is under way, and how many marks
+    one fold takes at most."""
 
     interval_seconds: float = 2.0
+    drain_seconds: float = 10.0
     step_marks: int = rollups.FOLD_STEP_MARKS
 
     def __post_init__(self) -> None:
         if self.interval_seconds <= 0:
             raise ValueError("interval_seconds must be positive")
+        if self.drain_seconds < 0:
+            raise ValueError("drain_seconds must not be negative")
         if self.step_marks <= 0:
             raise ValueError("step_marks must be positive")
 
 
 class RollupFolder:
     """Runs `schema.rollups.rollup_fold` a bounded step at a time; folds of several workers (and of
-    apps without a worker) take turns (one advisory lock)."""
+    apps without a worker) take turns (one advisory lock).
+
+    While a drain is under way (tasks run while others wait), a fold waits up to `drain_seconds`
+    after the last one: a fold in the middle of a drain folds the waiting tasks as enqueued, and
+    again once settled, and with folds every 2 s inside it a 20,000-task drain was 13-19% slower
+    (docs/BENCHMARKS.md). A fold once begun goes on step by step until no mark waits, so a long
+    drain's marks never pile up. Reads meanwhile add the marks not folded yet, up to
+    rollups.PENDING_EXACT_MAX of them; beyond that they answer from the folds and say they are
+    catching up.
+    """
 
     def __init__(self, pool: ConnectionPool, worker_id: str, config: FolderConfig | None = None,
                  db_timeout_seconds: float = 10.0):
@@ -44,18 +58,31 @@ class RollupFolder:
         self.config = config or FolderConfig()
         self.db_timeout_seconds = db_timeout_seconds
         self.folded = 0  # tasks folded by this folder, for tests and logs
+        self.deferred = 0  # folds put off while a drain was under way
+        self._folded_at = time.monotonic()
+        self._more = False  # the last step left marks waiting: the next one goes on at once
 
     def run_once(self) -> float | None:
-        """One step; a short pause when the step was full (more marks wait), else None (the interval)."""
+        """One step; a short pause when a step's worth of marks waits still, else None (the interval)."""
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
+            if (not self._more and time.monotonic() - self._folded_at < self.config.drain_seconds
+                    and rollups.drain_under_way(conn)):
+                self.deferred += 1
+                return None
             try:
                 folded = rollups.rollup_fold(conn, max_marks=self.config.step_marks)
             except psycopg.errors.ReadOnlySqlTransaction:
                 return READ_ONLY_RETRY_SECONDS
+        self._folded_at = time.monotonic()
         self.folded += max(folded, 0)
         # A step takes step_marks marks; the tasks they name are fewer (a task marks once per change).
-        return STEP_PAUSE_SECONDS if folded > 0 and self._more_waiting() else None
+        self._more = folded > 0 and self._full_step_waiting()
+        return STEP_PAUSE_SECONDS if self._more else None
 
-    def _more_waiting(self) -> bool:
+    def _full_step_waiting(self) -> bool:
+        """Whether a step's worth of marks waits (a bulk load, a backfill, a long drain's marks):
+        the next step goes on at once. Fewer wait for the next interval: during a drain there are
+        always a few, and folding them at once, step after step, folded each task two or three
+        times on its way through the queue."""
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
-            return rollups.rollup_backlog(conn).marks > 0
+            return rollups.rollup_backlog(conn).marks >= self.config.step_marks

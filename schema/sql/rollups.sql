@@ -238,3 +238,9 @@ SELECT -1, s.created_at, s.finished_at, s.agent, s.customer, s.status::text, s.r
        s.unpriced, s.compute_pending, s.confidence_n, s.confidence_sum, s.latency_bin, s.confidence_bin, s.llm_bin,
        s.compute_bin, s.spend_bin
 FROM rollup_task_state s WHERE s.task_id = ANY((SELECT ids FROM pending)::bigint[]);
+
+-- name: rollup_drain_under_way_one
+-- Whether a drain is under way: tasks run while others wait their turn (due, not held). The folds
+-- wait a little then (worker/folder.py), each through the partial index of its status.
+SELECT EXISTS (SELECT 1 FROM tasks WHERE status = 'processing')
+       AND EXISTS (SELECT 1 FROM tasks WHERE status = 'enqueued' AND NOT held AND run_after <= now()) AS draining;

@@ -17,11 +17,16 @@ from worker.folder import FolderConfig, RollupFolder
 
 
 def _steps_until_folded(pool, step_marks: int) -> int:
-    """Folds with the worker's folder, one bounded step at a time, until nothing waits."""
-    folder = RollupFolder(pool, "w", FolderConfig(step_marks=step_marks))
+    """Folds with the worker's folder, one bounded step at a time, until nothing waits (a step's
+    worth goes on at once; the rest at the next interval, here at once)."""
+    folder = RollupFolder(pool, "w", FolderConfig(step_marks=step_marks, drain_seconds=0))  # tasks run here
     for steps in range(1, 10_000):
-        if folder.run_once() is None:  # the step left nothing waiting: the folder rests its interval
+        rest = folder.run_once()
+        with pool.connection() as conn:
+            waiting = rollups.rollup_pending_count(conn)
+        if rest is None and waiting == 0:  # nothing left: the folder rests its interval
             return steps
+        assert rest is not None or waiting < step_marks, "a step's worth waits, and the folder rested"
     raise AssertionError("the folder never caught up")
 
 

@@ -305,3 +305,36 @@ def test_the_worker_folder_folds_what_was_marked(db_dsn, conn):
         pool.close()
     assert rollups.rollup_pending_count(conn) == 0
     assert stats.stats_summary_filtered(conn, TaskFilter()).counts["enqueued"] == 1
+
+
+def test_the_folder_waits_while_a_drain_is_under_way_and_reads_stay_exact(db_dsn, conn):
+    # A fold in the middle of a drain folds the waiting tasks as enqueued and again once settled:
+    # while tasks run and others wait, it waits up to drain_seconds after the last fold.
+    from schema import db
+    from worker.folder import FolderConfig, RollupFolder
+
+    make_agent(conn, "alpha")
+    for _ in range(3):
+        make_task(conn, "alpha")
+    pool = db.make_pool(db_dsn, min_size=1, max_size=1)
+    try:
+        folder = RollupFolder(pool, "w", FolderConfig(drain_seconds=3600))
+        folder.run_once()  # nothing runs: it folds at once
+        assert folder.folded == 3 and folder.deferred == 0
+        queue.claim(conn, agent="alpha", worker_id="w", limit=1)  # one runs, two wait: a drain
+        assert folder.run_once() is None and folder.deferred == 1
+        assert rollups.rollup_pending_count(conn) > 0
+        counts = stats.stats_summary_filtered(conn, TaskFilter()).counts  # exact meanwhile
+        assert (counts["processing"], counts["enqueued"]) == (1, 2)
+        # Past the wait it folds even during a drain.
+        RollupFolder(pool, "w", FolderConfig(drain_seconds=0)).run_once()
+        assert rollups.rollup_pending_count(conn) == 0
+        # A backlog nobody runs (the tasks held, say) is no drain: folded at once.
+        conn.execute("UPDATE tasks SET held = true WHERE status = 'enqueued'")
+        make_task(conn, "alpha")
+        conn.execute("UPDATE tasks SET held = true WHERE status = 'enqueued'")
+        deferred = folder.deferred
+        folder.run_once()
+        assert folder.deferred == deferred and rollups.rollup_pending_count(conn) == 0
+    finally:
+        pool.close()
