@@ -74,6 +74,25 @@ def settle_garbage_collection() -> None:
     gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), middle, old)
 
 
+class Quiet:
+    """How long a worker has had no run: none in flight, and none started between two looks (a
+    no-op run is over in a millisecond, between two looks)."""
+
+    def __init__(self, table: RunTable, counters: WorkerCounters):
+        self.table = table
+        self.counters = counters
+        self._started = counters.snapshot()["runs_started"]
+        self._since = time.monotonic()
+
+    def seconds(self) -> float:
+        """Seconds without a run, as of this look."""
+        started = self.counters.snapshot()["runs_started"]
+        now = time.monotonic()
+        if started != self._started or len(self.table):
+            self._started, self._since = started, now
+        return now - self._since
+
+
 def default_worker_id() -> str:
     """host-pid-random: unique across replicas and restarts, readable in the attempts table."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -305,18 +324,13 @@ class WorkerDaemon:
         work it slowed a backlog that came just after the worker went idle by a third, and the
         work made the measure wrong. A failure changes nothing but the priors.
         """
-        quiet_since: float | None = None
+        quiet = Quiet(table, self._counters)
         while not stop.is_set():
-            now = time.monotonic()
-            if len(table):
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = now
-            elif now - quiet_since >= IDLE_BEFORE_CALIBRATION:
+            if quiet.seconds() >= IDLE_BEFORE_CALIBRATION:
                 try:
                     if await call(ocr_calibration.is_fresh, pool):
                         return
-                    measured = await ocr_calibration.measure_apart(self._work_came(table),
+                    measured = await ocr_calibration.measure_apart(lambda: quiet.seconds() == 0.0,
                                                                    started=self._measure_started)
                     if measured is not None:
                         await call(ocr_calibration.record, pool, self.worker_id, measured)
@@ -324,14 +338,9 @@ class WorkerDaemon:
                 except Exception as exc:
                     logs.problem("measure OCR", exc, worker=self.worker_id)
                     return
-                quiet_since = None  # work came first: measured at the next idle moment
+                # Work came first: measured at the next idle moment.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
-
-    def _work_came(self, table: RunTable) -> Callable[[], bool]:
-        """Whether a run started from now on, however short (a no-op one is over in a millisecond)."""
-        before = self._counters.snapshot()["runs_started"]
-        return lambda: self._counters.snapshot()["runs_started"] != before or bool(len(table))
 
     def _measure_started(self, pid: int) -> None:
         """Notes the process of a measure of OCR under way (tests look for it)."""
@@ -383,14 +392,9 @@ class WorkerDaemon:
         drained it about a fifth slower with the set-up beside it; now the set-up waits for a pause.
         """
         names = [executor.name for executor in tracing]
-        quiet_since: float | None = None
+        quiet = Quiet(table, self._counters)
         while not stop.is_set():
-            now = time.monotonic()
-            if len(table):
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = now
-            if quiet_since is not None and now - quiet_since >= IDLE_BEFORE_TRACKING_SETUP:
+            if quiet.seconds() >= IDLE_BEFORE_TRACKING_SETUP:
                 break
             try:
                 if names and await call(self._traced_work_waiting, pool, names):
