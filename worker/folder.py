@@ -44,9 +44,9 @@ class RollupFolder:
 
     While a drain is under way (tasks run while others wait), a fold waits up to `drain_seconds`
     after the last one: a fold in the middle of a drain folds the waiting tasks as enqueued, and
-    again once settled, and with folds every 2 s inside it a 20,000-task drain was 13-19% slower
-    (docs/BENCHMARKS.md). A fold once begun goes on step by step until no mark waits, so a long
-    drain's marks never pile up. Reads meanwhile add the marks not folded yet, up to
+    again once settled (docs/BENCHMARKS.md). A fold once begun goes on step by step while a step's
+    worth of marks waits, so a long drain's marks never pile up. Reads meanwhile add the marks not
+    folded yet, up to
     rollups.PENDING_EXACT_MAX of them; beyond that they answer from the folds and say they are
     catching up.
     """
