@@ -252,11 +252,12 @@ async def measure_apart(busy: Callable[[], bool], *, started: Callable[[int], No
     is killed (with its Tesseract) as soon as work comes, or when this coroutine is cancelled.
     Returns None when it was given up; raises RuntimeError when the process failed. `started` is
     told the process id."""
+    nice = str(LOWEST_PRIORITY)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker.ocr_calibration", stdin=asyncio.subprocess.DEVNULL,
+        sys.executable, "-m", "worker.ocr_calibration", nice, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     with contextlib.suppress(OSError):  # ended already: nothing to lower
-        os.setpriority(os.PRIO_PROCESS, process.pid, LOWEST_PRIORITY)
+        os.setpriority(os.PRIO_PROCESS, process.pid, int(nice))
     if started is not None:
         started(process.pid)
     output = asyncio.ensure_future(process.communicate())
@@ -283,9 +284,11 @@ def _pair(value: Any) -> tuple[float, float] | None:
 
 
 def _main() -> int:
-    """`python -m worker.ocr_calibration`: measure() as JSON on stdout (what measure_apart reads)."""
+    """`python -m worker.ocr_calibration [NICE]`: measure() as JSON on stdout (what measure_apart
+    reads), at CPU priority NICE (default the lowest)."""
+    wanted = int(sys.argv[1]) if len(sys.argv) > 1 else LOWEST_PRIORITY
     with contextlib.suppress(OSError):
-        os.nice(LOWEST_PRIORITY)  # this process and the Tesseract it starts
+        os.setpriority(os.PRIO_PROCESS, 0, wanted)  # this process and the Tesseract it starts
     measured = measure()
     print(json.dumps({"ocr": measured.ocr, "text": measured.text}))
     return 0

@@ -53,9 +53,12 @@ def test_the_measured_page_is_a_scan_without_a_text_layer():
         pdf.close()
 
 
-def test_a_worker_with_runs_in_flight_measures_once_it_has_none(db_dsn, conn, tmp_path):
+def test_a_worker_with_runs_in_flight_measures_once_it_has_none(db_dsn, conn, tmp_path, monkeypatch):
     # The measure takes seconds of CPU: a worker measures after its runs, not beside them. Runs of
     # 30 s outlast a measure taken at start-up (5 to 15 s here), so this tells the two apart.
+    # (At the lowest priority, beside the other tests' processes, the measure would take minutes:
+    # here it runs at the tests' own; test_worker_daemon checks the priority.)
+    monkeypatch.setattr(ocr_calibration, "LOWEST_PRIORITY", 0)
     make_agent(conn, "bench", executor="noop", settings={"delay_seconds": 30})
     for _ in range(2):
         make_task(conn, "bench")

@@ -48,35 +48,6 @@ def test_worker_daemon_in_a_host_loop_claims_on_notify_and_stops(db_dsn, conn, t
     assert not daemon.listener.live, "a daemon closes the Listener it runs itself"
 
 
-def test_a_worker_stopped_during_its_first_start_leaves_mlflow_set_up_to_finish(db_dsn, conn, tmp_path):
-    # The first start on a server makes MLflow's tables in a process of its own (seconds, longer on
-    # a busy machine at its lower priority): a worker stopped meanwhile does not wait for it, and the
-    # set-up still ends done.
-    drop_tracking_store(db_dsn)
-    make_agent(conn, "quick", executor="noop")
-    settings = Settings(data_dir=tmp_path, poll_seconds=300, sweep_seconds=300, reconcile_seconds=300)
-
-    async def scenario():
-        stop = asyncio.Event()
-        daemon = WorkerDaemon(settings, db_dsn, worker_id="w-first", concurrency=1)
-        running = asyncio.create_task(daemon.run(stop))
-        await wait_until_async(lambda: daemon.table is not None, blocking=True, timeout=30,
-                               message="the worker to start")
-        task = await asyncio.to_thread(make_task, conn, "quick")
-        await wait_until_async(lambda: queue.get_task(conn, task.id).status.value == "completed", blocking=True,
-                               timeout=30, message="the noop task")
-        # No agent that traces has work: the set-up begins once the worker idles.
-        await wait_until_async(lambda: daemon.tracking_setup is not None, timeout=30,
-                               message="the set-up to begin once the worker idles")
-        stop.set()
-        await asyncio.wait_for(running, 60)
-
-    asyncio.run(scenario())
-    wait_until(lambda: tracking_store_state(db_dsn) == "ready", timeout=180, interval=0.5,
-               message="MLflow's set-up to finish on its own")
-
-
-
 def _alive(pid: int) -> bool:
     """Whether a process of that id still runs (not a zombie)."""
     try:
@@ -125,9 +96,11 @@ def test_the_measure_of_ocr_gives_way_to_work_and_to_a_stop(db_dsn, conn, tmp_pa
     assert not any('"during":"measure OCR"' in line for line in lines), lines
 
 
-def test_a_first_start_sets_up_mlflow_once_the_worker_idles_when_no_traced_work_waits(db_dsn, conn, tmp_path):
+def test_a_first_start_sets_up_mlflow_once_the_worker_idles_and_a_stop_leaves_it_to_finish(db_dsn, conn, tmp_path):
     # MLflow's first set-up takes seconds of CPU and the queue server's time: with no work of an
-    # agent that traces, it waits until the worker has no run, instead of slowing the drain.
+    # agent that traces, it waits until the worker has no run, instead of slowing the drain. It runs
+    # in a process of its own (seconds, longer on a busy machine at its lower priority): a worker
+    # stopped meanwhile does not wait for it, and the set-up still ends done.
     drop_tracking_store(db_dsn)
     make_agent(conn, "slow", executor="noop", settings={"delay_seconds": 8})
     task = make_task(conn, "slow")
@@ -150,4 +123,4 @@ def test_a_first_start_sets_up_mlflow_once_the_worker_idles_when_no_traced_work_
 
     asyncio.run(scenario())
     wait_until(lambda: tracking_store_state(db_dsn) == "ready", timeout=180, interval=0.5,
-               message="MLflow's set-up to finish")
+               message="MLflow's set-up to finish on its own")
