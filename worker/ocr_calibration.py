@@ -4,9 +4,9 @@ an agent has runs of its own.
 A scanned page costs seconds of CPU where a text page costs milliseconds, and how many depends on
 the machine and the resolution pages are read at. Once it has had no run for two seconds after it
 started (in a process of its own at the lowest CPU priority, given up when work comes: see
-measure_apart) the worker reads the first page of two bundled samples (a sparse invoice, a dense contract) through the
-same OCR as a run, and records the mean per standard page of OCR work (agents/scanwork.py: a
-page of 30 lines of text) for its host. Each page is first made into what a
+measure_apart) the worker reads the first page of two bundled samples (a sparse invoice, a dense
+contract) through the same OCR as a run, and records the mean per standard page of OCR work
+(agents/scanwork.py: a page of 30 lines of text) for its host. Each page is first made into what a
 desk scanner gives (150 dpi, tilted, softened, specked with dust, JPEG): Tesseract takes two to
 three times as long over such a page as over a clean rendering. Each page is read REPEATS times and
 its fastest reading kept: the first reading also loads Tesseract's language data, and a measure
@@ -247,8 +247,8 @@ async def measure_apart(busy: Callable[[], bool], *, started: Callable[[int], No
     """measure() in a process of its own at the lowest CPU priority, given up as soon as `busy()`.
 
     The measure takes tens of seconds of CPU (about 30 s here), much of it holding the interpreter
-    lock: run in the worker's process at its first idle moment, it slowed a backlog that came just
-    after by a third. Here work never waits on it: the process yields the CPU to any other, and it
+    lock: run in the worker's process at its first idle moment, a backlog that came just after
+    took 1.4 to 1.8 times as long to drain (docs/BENCHMARKS.md). Here work never waits on it: the process yields the CPU to any other, and it
     is killed (with its Tesseract) as soon as work comes, or when this coroutine is cancelled.
     Returns None when it was given up; raises RuntimeError when the process failed. `started` is
     told the process id."""
@@ -275,7 +275,7 @@ async def measure_apart(busy: Callable[[], bool], *, started: Callable[[int], No
         output.cancel()
     if process.returncode != 0:
         raise RuntimeError(f"the measure exited with {process.returncode}: {stderr.decode(errors='replace')[-500:]}")
-    found = json.loads(stdout)
+    found = json.loads(stdout.splitlines()[-1])  # the last line: what the measure printed last
     return Measured(ocr=_pair(found.get("ocr")), text=_pair(found.get("text")))
 
 
