@@ -48,7 +48,7 @@ async def pgq_enqueue(args) -> dict:
     from pgqueuer import Queries
 
     queries = Queries(await _pgq_driver(args.dsn))
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     if args.trickle:
         for _ in range(args.count):
             await queries.enqueue("noop", _payload(True), 0)
@@ -57,7 +57,7 @@ async def pgq_enqueue(args) -> dict:
         for first in range(0, args.count, args.batch):
             size = min(args.batch, args.count - first)
             await queries.enqueue(["noop"] * size, [_payload(False)] * size, [0] * size)
-    return {"seconds": time.perf_counter() - start}
+    return {"seconds": time.perf_counter() - start, "started": started}
 
 
 async def pgq_consume(args) -> dict:
@@ -107,7 +107,7 @@ async def proc_install(args) -> dict:
 async def proc_enqueue(args) -> dict:
     app, noop = _proc_app(args.dsn)
     async with app.open_async():
-        start = time.perf_counter()
+        started, start = time.time(), time.perf_counter()
         if args.trickle:
             for _ in range(args.count):
                 await noop.defer_async(t=time.time())
@@ -116,7 +116,7 @@ async def proc_enqueue(args) -> dict:
             for first in range(0, args.count, args.batch):
                 size = min(args.batch, args.count - first)
                 await noop.batch_defer_async(*[{} for _ in range(size)])
-        return {"seconds": time.perf_counter() - start}
+        return {"seconds": time.perf_counter() - start, "started": started}
 
 
 async def proc_consume(args) -> dict:

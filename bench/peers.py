@@ -2,6 +2,7 @@
 
     python bench/peers.py                      # 5,000 tasks; embedded PostgreSQL with pg_stat_statements
     python bench/peers.py --quick --runs 4     # pgqueuer batch 10 and Quire only, four runs in a row
+    python bench/peers.py --quick --running-first 4   # each worker started first, the backlog 4 s later
     python bench/peers.py --quick --dsn postgresql://postgres@127.0.0.1:5432/postgres   # any server
                                                # (no statement figures unless it loads pg_stat_statements)
 
@@ -105,24 +106,34 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, **options) -> dict:
+def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, running_first: float | None = None,
+               **options) -> dict:
     name = f"peer_{label.replace(' ', '_').replace('=', '')}"
     for mark in "(),":
         name = name.replace(mark, "")
     dsn = fresh_database(server, name)
     peer_run(peer, "install", dsn)
-    enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
-    drainer = PeerConsumer(peer, dsn, tasks, **options)
-    cpu = CpuSampler(drainer.process.pid, name)
+    if running_first is None:  # the backlog waits for the consumer: timed from its spawn
+        enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
+        drainer = PeerConsumer(peer, dsn, tasks, **options)
+        cpu = CpuSampler(drainer.process.pid, name)
+        began = drainer.spawned
+    else:  # the consumer waits for the backlog: timed from its first insert
+        drainer = PeerConsumer(peer, dsn, tasks, **options)
+        cpu = CpuSampler(drainer.process.pid, name)
+        time.sleep(running_first)
+        enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
+        began = enq["started"]
     starts = drainer.result()["starts"]
     consumer_cpu, backend_cpu = cpu.stop()
     consumer = PeerConsumer(peer, dsn, trickle, **options)
     peer_run(peer, "enqueue", dsn, count=trickle, trickle=0.02)
     waits = [w * 1000 for w in consumer.result()["waits"]]
     return {"label": label, "enqueue": tasks / enq["seconds"],
-            "drain": tasks / (max(starts) - drainer.spawned), "steady": tasks / (max(starts) - min(starts)),
+            "drain": tasks / (max(starts) - began), "steady": tasks / (max(starts) - min(starts)),
             "p50": statistics.median(waits), "p95": percentile(waits, 0.95),
-            "cpu": (consumer_cpu / tasks * 1e6, backend_cpu / tasks * 1e6)}
+            # Started first, the samplers would count the idle wait and the enqueue's own backend.
+            "cpu": None if running_first is not None else (consumer_cpu / tasks * 1e6, backend_cpu / tasks * 1e6)}
 
 
 def quire_env(dsn: str, data_dir: Path, claim_ahead: int | None = None) -> dict[str, str]:
@@ -140,7 +151,8 @@ def scalar(conn, sql: str, params=None):
 
 
 def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: bool,
-                top_statements: int = 0, claim_ahead: int | None = None, first_start: bool = False) -> dict:
+                top_statements: int = 0, claim_ahead: int | None = None, first_start: bool = False,
+                running_first: float | None = None) -> dict:
     dsn = fresh_database(server, "peer_quire")
     data_dir = Path(tempfile.mkdtemp(prefix="quire-peers-"))
     # A worker's very first start on a server makes MLflow's tables beside the queue's database
@@ -156,7 +168,19 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
     with db.connect(dsn) as conn:
         migrate(conn)
         queue.configure_agent(conn, "bench", executor="noop")
-        start = time.perf_counter()
+    log = open(data_dir / "worker.log", "w")  # noqa: SIM115 - the worker writes it until the finally below
+
+    def spawn() -> tuple[subprocess.Popen, float]:
+        spawned = time.time()  # Postgres runs on this machine: its clock is this clock
+        return subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
+                                 str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead),
+                                stdout=log, stderr=log), spawned
+
+    if running_first is not None:  # the worker waits for the backlog: timed from its first insert
+        worker, _ = spawn()
+        time.sleep(running_first)
+    with db.connect(dsn) as conn:
+        start, began = time.perf_counter(), time.time()
         for first in range(0, tasks, ENQUEUE_BATCH):
             queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
                                       for n in range(first, min(tasks, first + ENQUEUE_BATCH))])
@@ -169,10 +193,8 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
         if stats:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             conn.execute("SELECT pg_stat_statements_reset()")
-    log = open(data_dir / "worker.log", "w")  # noqa: SIM115 - the worker writes it until the finally below
-    spawned = time.time()  # Postgres runs on this machine: its clock is this clock
-    worker = subprocess.Popen([str(Path(sys.executable).with_name("quire")), "worker", "--concurrency",
-                               str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead), stdout=log, stderr=log)
+    if running_first is None:  # the backlog waits for the worker: timed from its spawn
+        worker, began = spawn()
     try:
         with db.connect(dsn) as conn:
             cpu = CpuSampler(worker.pid, "peer_quire", skip={conn.info.backend_pid})
@@ -225,8 +247,9 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
     label = f"quire worker (noop, concurrency {concurrency}" + (
         f", claim ahead {claim_ahead})" if claim_ahead is not None else ")")
     return {"label": label, "enqueue": enqueue,
-            "single": single, "drain": tasks / (last - spawned), "steady": tasks / (last - first),
-            "cpu": (worker_cpu / tasks * 1e6, backend_cpu / tasks * 1e6), "p50": statistics.median(waits),
+            "single": single, "drain": tasks / (last - began), "steady": tasks / (last - first),
+            "cpu": None if running_first is not None else (worker_cpu / tasks * 1e6, backend_cpu / tasks * 1e6),
+            "p50": statistics.median(waits),
             "p95": percentile(waits, 0.95), "per_task": per_task}
 
 
@@ -253,7 +276,8 @@ def load() -> str:
 def one_run(server: str, args, stats: bool) -> list[dict]:
     """Every queue of one run, pgqueuer batch 10 first (the ratios' base), Quire last."""
     rows = [] if args.quire_only else [
-        bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, batch=10)]
+        bench_peer(server, "pgqueuer (batch 10)", "pgqueuer", args.tasks, args.trickle, args.running_first,
+                   batch=10)]
     if not args.quick and not args.quire_only:
         rows.append(bench_peer(server, "pgqueuer (batch 250)", "pgqueuer", args.tasks, args.trickle, batch=250))
         # The same cap on jobs in flight as the Quire worker's (pgqueuer has none by default).
@@ -262,7 +286,7 @@ def one_run(server: str, args, stats: bool) -> list[dict]:
         rows.append(bench_peer(server, "procrastinate (concurrency 10)", "procrastinate", args.tasks,
                                args.trickle, concurrency=10))
     rows.append(bench_quire(server, args.tasks, args.trickle, args.concurrency, stats, args.top,
-                            args.claim_ahead, args.first_start))
+                            args.claim_ahead, args.first_start, args.running_first))
     return rows
 
 
@@ -271,7 +295,7 @@ def print_run(rows: list[dict]) -> None:
     print(f"{'queue':<46} {'drain/s':>8} {'ratio':>6} {'steady/s':>9} {'CPU µs/task':>15} {'enqueue/s':>10} "
           f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7}")
     for r in rows:
-        cpu = f"{r['cpu'][0]:.0f} + {r['cpu'][1]:.0f}"
+        cpu = f"{r['cpu'][0]:.0f} + {r['cpu'][1]:.0f}" if r["cpu"] else "n/a"
         print(f"{r['label']:<46} {r['drain']:>8,.0f} {r['drain'] / base['drain']:>5.2f}x {r['steady']:>9,.0f} "
               f"{cpu:>15} {r['enqueue']:>10,.0f} {r['enqueue'] / base['enqueue']:>5.2f}x {r['p50']:>7.1f} {r['p95']:>7.1f}")
     quire = rows[-1]
@@ -297,6 +321,9 @@ def main() -> int:
     parser.add_argument("--first-start", action="store_true",
                         help="time the worker's first start on the server (MLflow's tables not made yet)")
     parser.add_argument("--quire-only", action="store_true", help="no peers: Quire's figures alone")
+    parser.add_argument("--running-first", type=float, default=None, metavar="SECONDS",
+                        help="start each worker first, enqueue the backlog SECONDS later, and time the drain "
+                             "from the first insert (default: the backlog first, timed from the worker's spawn)")
     parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
     parser.add_argument("--claim-ahead", type=int, default=None,
                         help="QUIRE_WORKER_CLAIM_AHEAD for the worker (default: the worker's own)")
