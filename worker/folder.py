@@ -44,11 +44,10 @@ class RollupFolder:
 
     While a drain is under way (tasks run while others wait), a fold waits up to `drain_seconds`
     after the last one: a fold in the middle of a drain folds the waiting tasks as enqueued, and
-    again once settled (docs/BENCHMARKS.md). A fold once begun goes on step by step while a step's
-    worth of marks waits, so a long drain's marks never pile up. Reads meanwhile add the marks not
-    folded yet, up to
-    rollups.PENDING_EXACT_MAX of them; beyond that they answer from the folds and say they are
-    catching up.
+    again once settled (docs/BENCHMARKS.md). A fold once begun goes on step by step while more
+    marks wait than a read adds by itself, so a long drain's marks never pile up. Reads meanwhile
+    add the marks not folded yet, up to rollups.PENDING_EXACT_MAX of them; beyond that they answer
+    from the folds and say they are catching up.
     """
 
     def __init__(self, pool: ConnectionPool, worker_id: str, config: FolderConfig | None = None,
@@ -60,10 +59,10 @@ class RollupFolder:
         self.folded = 0  # tasks folded by this folder, for tests and logs
         self.deferred = 0  # folds put off while a drain was under way
         self._folded_at = time.monotonic()
-        self._more = False  # the last step left marks waiting: the next one goes on at once
+        self._more = False  # the last step left many marks waiting: the next one goes on at once
 
     def run_once(self) -> float | None:
-        """One step; a short pause when a step's worth of marks waits still, else None (the interval)."""
+        """One step; a short pause when many marks wait still (_many_waiting), else None (the interval)."""
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
             if (not self._more and time.monotonic() - self._folded_at < self.config.drain_seconds
                     and rollups.drain_under_way(conn)):
@@ -76,13 +75,14 @@ class RollupFolder:
         self._folded_at = time.monotonic()
         self.folded += max(folded, 0)
         # A step takes step_marks marks; the tasks they name are fewer (a task marks once per change).
-        self._more = folded > 0 and self._full_step_waiting()
+        self._more = folded > 0 and self._many_waiting()
         return STEP_PAUSE_SECONDS if self._more else None
 
-    def _full_step_waiting(self) -> bool:
-        """Whether a step's worth of marks waits (a bulk load, a backfill, a long drain's marks):
-        the next step goes on at once. Fewer wait for the next interval: during a drain there are
-        always a few, and folding them at once, step after step, folded each task two or three
-        times on its way through the queue."""
+    def _many_waiting(self) -> bool:
+        """Whether more marks wait than a read adds by itself (a bulk load, a backfill, a long
+        drain's marks), or a whole step's worth: the next step goes on at once. Fewer wait for the
+        next interval: during a drain a few always wait, and folding them at once, step after step,
+        folded each task two or three times on its way through the queue."""
         with self.pool.connection(timeout=self.db_timeout_seconds) as conn:
-            return rollups.rollup_backlog(conn).marks >= self.config.step_marks
+            backlog = rollups.rollup_backlog(conn)
+        return backlog.catching_up or backlog.marks >= self.config.step_marks
