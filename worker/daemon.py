@@ -4,7 +4,6 @@ each in worker.service.service_loop."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import gc
 import os
@@ -12,7 +11,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
@@ -91,6 +90,17 @@ class Quiet:
         if started != self._started or len(self.table):
             self._started, self._since = started, now
         return now - self._since
+
+
+async def until_quiet(quiet: Quiet, seconds: float, stop: asyncio.Event, look: float,
+                      ready: Callable[[], Awaitable[bool]] | None = None) -> bool:
+    """Waits until the worker has had no run for `seconds`, or `ready()` says so first, looking
+    every `look` seconds; False when stopped before."""
+    while not stop.is_set():
+        if quiet.seconds() >= seconds or (ready is not None and await ready()):
+            return True
+        await pause(stop, look)
+    return False
 
 
 def default_worker_id() -> str:
@@ -325,22 +335,19 @@ class WorkerDaemon:
         long, and the work made the measure wrong. A failure changes nothing but the priors.
         """
         quiet = Quiet(table, self._counters)
-        while not stop.is_set():
-            if quiet.seconds() >= IDLE_BEFORE_CALIBRATION:
-                try:
-                    if await call(ocr_calibration.is_fresh, pool):
-                        return
-                    measured = await ocr_calibration.measure_apart(lambda: quiet.seconds() == 0.0,
-                                                                   started=self._measure_started)
-                    if measured is not None:
-                        await call(ocr_calibration.record, pool, self.worker_id, measured)
-                        return
-                except Exception as exc:
-                    logs.problem("measure OCR", exc, worker=self.worker_id)
+        while await until_quiet(quiet, IDLE_BEFORE_CALIBRATION, stop, IDLE_BEFORE_CALIBRATION / 4):
+            try:
+                if await call(ocr_calibration.is_fresh, pool):
                     return
-                # Work came first: measured at the next idle moment.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=IDLE_BEFORE_CALIBRATION / 4)
+                measured = await ocr_calibration.measure_apart(lambda: quiet.seconds() == 0.0,
+                                                               started=self._measure_started)
+                if measured is not None:
+                    await call(ocr_calibration.record, pool, self.worker_id, measured)
+                    return
+            except Exception as exc:
+                logs.problem("measure OCR", exc, worker=self.worker_id)
+                return
+            # Work came first: measured at the next idle moment.
 
     def _measure_started(self, pid: int) -> None:
         """Notes the process of a measure of OCR under way (tests look for it)."""
@@ -392,18 +399,16 @@ class WorkerDaemon:
         trace drained it at about two thirds of the speed with the set-up beside it.
         """
         names = [executor.name for executor in tracing]
-        quiet = Quiet(table, self._counters)
-        while not stop.is_set():
-            if quiet.seconds() >= IDLE_BEFORE_TRACKING_SETUP:
-                break
+
+        async def traced_work() -> bool:
             try:
-                if names and await call(self._traced_work_waiting, pool, names):
-                    break
+                return bool(names) and await call(self._traced_work_waiting, pool, names)
             except Exception as exc:  # the database is away: look again
                 logs.problem("look for traced work", exc, worker=self.worker_id)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=TRACKING_SETUP_LOOK_SECONDS)
-        if stop.is_set():
+                return False
+
+        if not await until_quiet(Quiet(table, self._counters), IDLE_BEFORE_TRACKING_SETUP, stop,
+                                 TRACKING_SETUP_LOOK_SECONDS, traced_work):
             return
         future = self.tracking_setup = start()
         setups.append(future)

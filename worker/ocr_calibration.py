@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from schema import calibration, rates
 from worker import logs
+from worker.apart import start_apart
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -252,12 +253,8 @@ async def measure_apart(busy: Callable[[], bool], *, started: Callable[[int], No
     is killed (with its Tesseract) as soon as work comes, or when this coroutine is cancelled.
     Returns None when it was given up; raises RuntimeError when the process failed. `started` is
     told the process id."""
-    nice = str(LOWEST_PRIORITY)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker.ocr_calibration", nice, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
-    with contextlib.suppress(OSError):  # ended already: nothing to lower
-        os.setpriority(os.PRIO_PROCESS, process.pid, int(nice))
+    process = await start_apart("worker.ocr_calibration", nice=LOWEST_PRIORITY,
+                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     if started is not None:
         started(process.pid)
     output = asyncio.ensure_future(process.communicate())
@@ -284,11 +281,7 @@ def _pair(value: Any) -> tuple[float, float] | None:
 
 
 def _main() -> int:
-    """`python -m worker.ocr_calibration [NICE]`: measure() as JSON on stdout (what measure_apart
-    reads), at CPU priority NICE (default the lowest)."""
-    wanted = int(sys.argv[1]) if len(sys.argv) > 1 else LOWEST_PRIORITY
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, wanted)  # this process and the Tesseract it starts
+    """`python -m worker.ocr_calibration`: measure() as JSON on stdout (what measure_apart reads)."""
     measured = measure()
     print(json.dumps({"ocr": measured.ocr, "text": measured.text}))
     return 0

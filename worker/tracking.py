@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -17,6 +16,7 @@ from psycopg.conninfo import conninfo_to_dict
 from schema import db
 from schema.sql import fetch_row, q
 from worker import logs
+from worker.apart import start_apart
 
 DEFAULT_DATABASE = "quire_mlflow"
 DEFAULT_EXPERIMENT = "quire"
@@ -117,6 +117,8 @@ def prepare_store(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | N
 
 # The environment variable that hands prepare_store's arguments to its own process.
 _SETUP_ENV = "QUIRE_TRACKING_SETUP"
+# The set-up's CPU priority (nice): below the claims, above the OCR measure (traced runs wait on it).
+SETUP_PRIORITY = 10
 
 
 async def prepare_store_apart(dsn: str, uri: str, *, artifact_root: Path, worker_id: str | None = None) -> bool:
@@ -131,15 +133,11 @@ async def prepare_store_apart(dsn: str, uri: str, *, artifact_root: Path, worker
         return await asyncio.to_thread(prepare_store, dsn, uri, artifact_root=artifact_root, worker_id=worker_id)
     arguments = {"dsn": dsn, "uri": uri, "artifact_root": str(artifact_root), "worker_id": worker_id}
     try:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "worker.tracking", stdin=asyncio.subprocess.DEVNULL,
-            env={**os.environ, _SETUP_ENV: json.dumps(arguments)}, start_new_session=True)
+        process = await start_apart("worker.tracking", nice=SETUP_PRIORITY,
+                                    env={**os.environ, _SETUP_ENV: json.dumps(arguments)})
     except OSError as exc:
         logs.problem("prepare MLflow tracking", exc, worker=worker_id)
         return False
-    # Ended already, or refused by this system: it runs at normal priority.
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, process.pid, 10)
     return await process.wait() == 0
 
 
