@@ -3,6 +3,7 @@
     python bench/peers.py                      # 5,000 tasks; embedded PostgreSQL with pg_stat_statements
     python bench/peers.py --quick --runs 4     # pgqueuer batch 10 and Quire only, four runs in a row
     python bench/peers.py --quick --running-first 4   # each worker started first, the backlog 4 s later
+    python bench/peers.py --quick --busy 1     # a process spinning on one core beside each run
     python bench/peers.py --quick --dsn postgresql://postgres@127.0.0.1:5432/postgres   # any server
                                                # (no statement figures unless it loads pg_stat_statements)
 
@@ -18,11 +19,15 @@ each peer runs in its own venv under bench/.venvs/ (made here with pip on first 
 not Quire's dependencies), driven by bench/peer_jobs.py. Ratios are against pgqueuer at batch 10,
 measured in the same run. The full run also measures pgqueuer with the Quire worker's cap on jobs
 in flight (its concurrency_limit), since pgqueuer by default runs as many at once as it dequeues.
+`--busy N` keeps N processes spinning on the CPU throughout each run, as another test on the
+machine would: on 2 cores the queues then share what is left, and each one's CPU per task decides
+more of its rate than how well it overlaps its client with Postgres.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -121,8 +126,13 @@ def bench_peer(server: str, label: str, peer: str, tasks: int, trickle: int, run
     else:  # the consumer waits for the backlog: timed from its first insert
         drainer = PeerConsumer(peer, dsn, tasks, **options)
         cpu = CpuSampler(drainer.process.pid, name)
-        time.sleep(running_first)
-        enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
+        try:
+            time.sleep(running_first)
+            enq = peer_run(peer, "enqueue", dsn, count=tasks, batch=ENQUEUE_BATCH)
+        except BaseException:
+            drainer.process.kill()
+            cpu.stop()
+            raise
         began = enq["started"]
     starts = drainer.result()["starts"]
     consumer_cpu, backend_cpu = cpu.stop()
@@ -176,26 +186,27 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                                  str(concurrency)], env=quire_env(dsn, data_dir, claim_ahead),
                                 stdout=log, stderr=log), spawned
 
-    if running_first is not None:  # the worker waits for the backlog: timed from its first insert
-        worker, _ = spawn()
-        time.sleep(running_first)
-    with db.connect(dsn) as conn:
-        start, began = time.perf_counter(), time.time()
-        for first in range(0, tasks, ENQUEUE_BATCH):
-            queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
-                                      for n in range(first, min(tasks, first + ENQUEUE_BATCH))])
-        enqueue = tasks / (time.perf_counter() - start)
-        single_start = time.perf_counter()
-        for n in range(200):
-            queue.enqueue(conn, agent="bench", document_uri=f"/bench/single-{n}.pdf")
-        single = 200 / (time.perf_counter() - single_start)
-        tasks += 200
-        if stats:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            conn.execute("SELECT pg_stat_statements_reset()")
-    if running_first is None:  # the backlog waits for the worker: timed from its spawn
-        worker, began = spawn()
+    worker = None
     try:
+        if running_first is not None:  # the worker waits for the backlog: timed from its first insert
+            worker, _ = spawn()
+            time.sleep(running_first)
+        with db.connect(dsn) as conn:
+            start, began = time.perf_counter(), time.time()
+            for first in range(0, tasks, ENQUEUE_BATCH):
+                queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
+                                          for n in range(first, min(tasks, first + ENQUEUE_BATCH))])
+            enqueue = tasks / (time.perf_counter() - start)
+            single_start = time.perf_counter()
+            for n in range(200):
+                queue.enqueue(conn, agent="bench", document_uri=f"/bench/single-{n}.pdf")
+            single = 200 / (time.perf_counter() - single_start)
+            tasks += 200
+            if stats:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                conn.execute("SELECT pg_stat_statements_reset()")
+        if worker is None:  # the backlog waits for the worker: timed from its spawn
+            worker, began = spawn()
         with db.connect(dsn) as conn:
             cpu = CpuSampler(worker.pid, "peer_quire", skip={conn.info.backend_pid})
             # Whether any task is left, from the partial indexes of waiting and running tasks: a
@@ -241,8 +252,9 @@ def bench_quire(server: str, tasks: int, trickle: int, concurrency: int, stats: 
                 "SELECT extract(epoch FROM a.started_at - t.created_at) * 1000 AS ms "
                 "FROM tasks t JOIN task_attempts a ON a.task_id = t.id WHERE t.id > %s", [first_id])]
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
         log.close()
     label = f"quire worker (noop, concurrency {concurrency}" + (
         f", claim ahead {claim_ahead})" if claim_ahead is not None else ")")
@@ -266,6 +278,18 @@ def bytecode_state() -> str:
         return "compiled ahead"
     return (f"{len(stale)} of {len(sources)} modules without current bytecode"
             + (" (PYTHONDONTWRITEBYTECODE is set: run `make compile`)" if sys.dont_write_bytecode else ""))
+
+
+@contextlib.contextmanager
+def busy(cores: int):
+    """`cores` processes that spin on the CPU until the block ends (none for 0)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def load() -> str:
@@ -324,6 +348,8 @@ def main() -> int:
     parser.add_argument("--running-first", type=float, default=None, metavar="SECONDS",
                         help="start each worker first, enqueue the backlog SECONDS later, and time the drain "
                              "from the first insert (default: the backlog first, timed from the worker's spawn)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="keep N processes spinning on the CPU throughout each run (another test's load)")
     parser.add_argument("--top", type=int, default=0, help="print Quire's N costliest statements while draining")
     parser.add_argument("--claim-ahead", type=int, default=None,
                         help="QUIRE_WORKER_CLAIM_AHEAD for the worker (default: the worker's own)")
@@ -332,6 +358,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1 or args.tasks < 1 or args.concurrency < 1:
         parser.error("--runs, --tasks and --concurrency must be at least 1")
+    if args.busy < 0:
+        parser.error("--busy must not be negative")
     with bench_server(args.dsn, stat_statements=True) as pg:
         server = pg.dsn
         with db.connect(server) as conn:
@@ -343,8 +371,10 @@ def main() -> int:
         ratios = []
         for n in range(args.runs):
             before = load()
-            rows = one_run(server, args, stats)
-            print(f"\nrun {n + 1} of {args.runs}, load average {before} before, {load()} after")
+            with busy(args.busy):
+                rows = one_run(server, args, stats)
+            print(f"\nrun {n + 1} of {args.runs}, load average {before} before, {load()} after"
+                  + (f", {args.busy} busy process{'es' if args.busy > 1 else ''} beside" if args.busy else ""))
             print_run(rows)
             if len(rows) > 1:
                 ratios.append((rows[-1]["drain"] / rows[0]["drain"], rows[-1]["steady"] / rows[0]["steady"]))
