@@ -326,7 +326,9 @@ def _build(cls: type, row: Mapping[str, Any], **overrides: Any) -> Any:
     lacks take their defaults. The same object as the constructor's, made faster."""
     layout = _layout(cls)
     names = layout.names
-    values = {k: v for k, v in row.items() if k in names}
+    values = dict(row)  # a copy, then the columns that are no field dropped: half a filtering dictcomp's cost
+    for extra in row.keys() - names:
+        del values[extra]
     values.update(overrides)
     if not layout.direct or not overrides.keys() <= names:
         return cls(**values)
