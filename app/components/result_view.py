@@ -129,7 +129,10 @@ def _evidence(item: dict) -> None:
         note = "not on the page" if located else fmt.DASH
         ui.label(note).classes("text-xs quire-muted whitespace-nowrap")
         return
-    label = ui.label(shown).classes("text-xs text-slate-700 truncate max-w-xs quire-mono")
+    # Whole, wrapped within its column: the quote is what a reader checks the value by. The column
+    # keeps room for it beside a wide field (line items); a narrow screen scrolls the table sideways.
+    label = ui.label(shown).classes("text-xs text-slate-700 quire-mono") \
+        .style("min-width: 11rem; max-width: 20rem; overflow-wrap: anywhere")
     if stage:
         label.tooltip(f"read by {stage}")
 

@@ -217,6 +217,41 @@ def test_task_detail_truncates_a_long_name_with_a_tooltip_and_fits_the_screen(br
         page.context.close()
 
 
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1440", "390"])
+def test_task_detail_shows_each_fields_evidence_whole(browser, app_server, viewport):
+    """Where a value was read is what an auditor checks it by: beside a wide field (line items) it
+    wraps in its column, never cut to a few characters; a narrow screen scrolls the fields sideways."""
+    server, conn = app_server
+    queue.configure_agent(conn, "evidence")
+    task = queue.enqueue(conn, agent="evidence", document_uri="/x/evidence.pdf", document_name="evidence.pdf")
+    [claim] = queue.claim(conn, agent="evidence", worker_id="w-evidence")
+    quote = "Rechnungsnummer RE-2024-000318 vom 12.03.2024, Kundennummer 48213"
+    line = {"description": "Manutenzione impianto di climatizzazione e sostituzione filtri", "quantity": 1.0,
+            "unit_price": 1350.0, "amount": 1350.0}
+    queue.apply_callback(conn, claim.attempt_id, {
+        "status": "completed", "confidence": 0.95,
+        "result": {"document_type": "invoice", "extractor": "offline", "model": None, "pages": 1, "fields": {
+            "invoice_number": {"value": "RE-2024-000318", "confidence": 0.95, "stage": "rules",
+                               "evidence": {"page": 1, "bbox": [90.0, 120.5, 300.0, 131.0], "text": quote}},
+            "line_items": {"value": [line, line], "confidence": 1.0}}}})
+    page = open_page(browser, server, viewport)
+    try:
+        visit(page, f"{server.url}/tasks/{task.id}")
+        evidence = page.locator('[data-testid="evidence-invoice_number"] .q-label, '
+                                '[data-testid="evidence-invoice_number"] div').first
+        expect(evidence).to_have_text(f"p. 1 · “{quote}”")
+        clipped = evidence.evaluate("(el) => el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1")
+        assert not clipped, "the evidence is cut short"
+        evidence.scroll_into_view_if_needed()
+        box = evidence.bounding_box()
+        scroller = page.locator('[data-testid="result-fields"]').locator("xpath=..").bounding_box()
+        assert box["x"] >= scroller["x"] - 1 and box["x"] + box["width"] <= scroller["x"] + scroller["width"] + 1, \
+            "the evidence lies outside the fields' frame"
+        assert page_width(page) <= viewport["width"]
+    finally:
+        page.context.close()
+
 def test_dark_mode_is_a_toggle_that_is_remembered(desktop, app_server):
     server, _ = app_server
     visit(desktop, f"{server.url}/dashboard")
