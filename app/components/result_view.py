@@ -91,18 +91,24 @@ def result_card(task: Task) -> None:
             for name, item in fields.items():
                 item = item if isinstance(item, dict) else {"value": item, "confidence": None}
                 value = item.get("value")
+                lines = value if name == "line_items" and isinstance(value, list) and value else None
                 with ui.element("tr").classes("border-t border-slate-100 align-top"):
                     with ui.element("td").classes("py-2 pr-4 text-slate-600 whitespace-nowrap"):
                         ui.label(FIELD_LABELS.get(name, name.replace("_", " ").capitalize()))
                     with ui.element("td").classes("py-2 pr-4"):
-                        if name == "line_items" and isinstance(value, list) and value:
-                            _line_items(value)
+                        if lines:
+                            ui.label(f"{len(lines)} line{'s' if len(lines) != 1 else ''}").classes("font-medium")
                         else:
                             ui.label(fmt.value_text(value)).classes("font-medium" if value is not None else "quire-muted")
                     with ui.element("td").classes("py-2 pr-4"):
                         _confidence_bar(item.get("confidence"))
                     with ui.element("td").classes("py-2").props(f'data-testid="evidence-{name}"'):
                         _evidence(item)
+                if lines:
+                    # A table of its own, under its row and across the columns: inside the value
+                    # column it widened that column until the sources beside it were cut off.
+                    with ui.element("tr"), ui.element("td").classes("pb-2").props('colspan="4"'):
+                        _line_items(lines)
         if task.result.get("needs_review"):
             ui.label("A key field is doubtful or a cross-check failed: a person should check this result.") \
                 .classes("text-sm text-warning").props('data-testid="result-needs-review"')
