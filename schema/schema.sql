@@ -2030,6 +2030,12 @@ ALTER TABLE public.task_rollups CLUSTER ON task_rollups_key;
 CREATE INDEX task_rollups_status ON public.task_rollups USING btree (all_customers, grain, status, bucket);
 
 --
+-- Name: tasks_backoff_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tasks_backoff_idx ON public.tasks USING btree (run_after) WHERE ((status = 'enqueued'::public.task_status) AND (run_after > created_at));
+
+--
 -- Name: tasks_batch_idx; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -30,9 +30,16 @@ RETURNING id;
 
 -- name: task_next_due_one
 -- Seconds until the earliest backing-off task becomes claimable: nothing notifies when it does.
-SELECT extract(epoch FROM min(run_after) - coalesce(%(now)s, now()))::float8 AS wait_seconds
-FROM tasks
-WHERE status = 'enqueued' AND run_after > coalesce(%(now)s, now());
+-- A task waits past now either because it was put back after its creation (tasks_backoff_idx
+-- holds those) or because it was made at a time still ahead of now (an enqueue given a later
+-- `now`, as simulations do: read from the end of tasks_created_id_idx). Neither reads the backlog.
+SELECT extract(epoch FROM least(
+           (SELECT min(t.run_after) FROM tasks t
+            WHERE t.status = 'enqueued' AND t.run_after > t.created_at AND t.run_after > coalesce(%(now)s, now())),
+           (SELECT min(t.run_after) FROM tasks t
+            WHERE t.status = 'enqueued' AND t.created_at > coalesce(%(now)s, now())
+              AND t.run_after > coalesce(%(now)s, now())))
+       - coalesce(%(now)s, now()))::float8 AS wait_seconds;
 
 -- name: channel_listen_tasks
 -- The worker's LISTEN connection subscribes to the task events the triggers publish.
