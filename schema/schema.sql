@@ -1013,7 +1013,8 @@ WITH waiting AS (
            (SELECT coalesce(sum(coalesce(x.input_tokens + x.output_tokens, x.estimated_tokens)), 0)
               FROM task_attempts x
              WHERE x.agent = a.name
-               AND (x.status = 'processing' OR coalesce(x.finished_at, x.started_at) > p_now - interval '60 seconds'))
+               AND (x.status = 'processing' OR x.finished_at > p_now - interval '60 seconds'
+                    OR (x.finished_at IS NULL AND x.started_at > p_now - interval '60 seconds')))
                AS reserved
     FROM agents a WHERE a.name IN (SELECT DISTINCT agent FROM waiting)
 ), over_budget AS (

@@ -50,8 +50,11 @@ SELECT
     (SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0)
        FROM task_attempts
       WHERE agent = %(agent)s
+        -- Each part read from an index: running, ended in the minute, or never ended and started
+        -- in it (coalesce(finished_at, started_at) in the minute, which no index answers).
         AND (status = 'processing'
-             OR coalesce(finished_at, started_at) > coalesce(%(now)s, now()) - interval '60 seconds'))
+             OR finished_at > coalesce(%(now)s, now()) - interval '60 seconds'
+             OR (finished_at IS NULL AND started_at > coalesce(%(now)s, now()) - interval '60 seconds')))
     AS reserved_tokens;
 
 -- name: agent_backlog_list
@@ -184,10 +187,14 @@ RETURNING a.name, a.effective_tpm, a.effective_concurrency;
 -- only running attempts hold the window, and the end of one wakes the claimer anyway).
 SELECT extract(epoch FROM (
     CASE WHEN a.throttled_until > coalesce(%(now)s, now()) THEN a.throttled_until
-         ELSE (SELECT min(coalesce(t.finished_at, t.started_at)) + interval '60 seconds'
-                 FROM task_attempts t
-                WHERE t.agent = a.name AND t.status <> 'processing'
-                  AND coalesce(t.finished_at, t.started_at) > coalesce(%(now)s, now()) - interval '60 seconds')
+         -- The first end, or start of one that never ended, in the window, each from its index.
+         ELSE least((SELECT min(t.finished_at) FROM task_attempts t
+                      WHERE t.agent = a.name AND t.status <> 'processing'
+                        AND t.finished_at > coalesce(%(now)s, now()) - interval '60 seconds'),
+                    (SELECT min(t.started_at) FROM task_attempts t
+                      WHERE t.agent = a.name AND t.status <> 'processing' AND t.finished_at IS NULL
+                        AND t.started_at > coalesce(%(now)s, now()) - interval '60 seconds'))
+              + interval '60 seconds'
     END - coalesce(%(now)s, now())))::float8 AS seconds
 FROM agents a
 WHERE a.name = %(agent)s;
