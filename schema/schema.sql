@@ -366,22 +366,8 @@ $$;
 CREATE FUNCTION public.quire_learned_tokens(p_agent text, p_type text, p_pages integer, p_bytes bigint) RETURNS integer
     LANGUAGE sql STABLE
     AS $$
-    WITH r AS (
-        SELECT * FROM agent_token_rates
-        WHERE agent = p_agent AND document_type = coalesce(p_type, '*') AND samples >= 3 AND sp > 0
-    ), slope AS (
-        SELECT r.*, CASE WHEN w * spp - sp * sp > 1e-6 * w * w THEN (w * spt - sp * st) / (w * spp - sp * sp)
-                         ELSE st / sp END AS b
-        FROM r
-    ), line AS (
-        -- A negative intercept or slope (too little spread in page counts): tokens per page alone.
-        SELECT CASE WHEN b < 0 OR st - b * sp < 0 THEN 0 ELSE (st - b * sp) / w END AS a,
-               CASE WHEN b < 0 OR st - b * sp < 0 THEN st / sp ELSE b END AS b
-        FROM slope
-    )
-    SELECT least(200000000::float8, greatest(1::float8, ceil(1.1 * (a + b * greatest(1::float8,
-               coalesce(p_pages::float8, ceil(p_bytes / 50000.0)::float8, 4::float8))))))::integer
-    FROM line
+    SELECT quire_tokens_on_line(NULL, NULL, l.page_a, l.page_b, p_pages, p_bytes, NULL)
+    FROM quire_token_line(p_agent, p_type) l
 $$;
 
 --
@@ -391,24 +377,8 @@ $$;
 CREATE FUNCTION public.quire_learned_tokens(p_agent text, p_type text, p_pages integer, p_bytes bigint, p_chars integer) RETURNS integer
     LANGUAGE sql STABLE
     AS $$
-    SELECT coalesce((
-        WITH r AS (
-            SELECT * FROM agent_token_rates
-            WHERE p_chars IS NOT NULL AND agent = p_agent AND document_type = coalesce(p_type, '*')
-              AND text_samples >= 3 AND sc > 0
-        ), slope AS (
-            SELECT r.*, CASE WHEN wc * scc - sc * sc > 1e-6 * sc * sc THEN (wc * sct - sc * stc) / (wc * scc - sc * sc)
-                             ELSE stc / sc END AS b
-            FROM r
-        ), line AS (
-            -- A negative intercept or slope (too little spread in sizes): tokens per character alone.
-            SELECT CASE WHEN b < 0 OR stc - b * sc < 0 THEN 0 ELSE (stc - b * sc) / wc END AS a,
-                   CASE WHEN b < 0 OR stc - b * sc < 0 THEN stc / sc ELSE b END AS b
-            FROM slope
-        )
-        SELECT least(200000000::float8, greatest(1::float8, ceil(1.1 * (a + b * p_chars::float8))))::integer
-        FROM line
-    ), quire_learned_tokens(p_agent, p_type, p_pages, p_bytes))
+    SELECT quire_tokens_on_line(l.text_a, l.text_b, l.page_a, l.page_b, p_pages, p_bytes, p_chars)
+    FROM quire_token_line(p_agent, p_type) l
 $$;
 
 --
@@ -992,6 +962,49 @@ BEGIN
     INTO sent FROM ins;
     RETURN NULL;
 END $$;
+
+--
+-- Name: quire_token_line(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.quire_token_line(p_agent text, p_type text) RETURNS TABLE(text_a double precision, text_b double precision, page_a double precision, page_b double precision)
+    LANGUAGE sql STABLE
+    AS $$
+    -- Tokens = a + b × characters, and a + b × pages; each NULL until learned (3 samples). A negative
+    -- intercept or slope (too little spread in sizes) falls back to tokens per character, or page.
+    SELECT CASE WHEN r.text_samples >= 3 AND r.sc > 0
+                THEN CASE WHEN x.bt < 0 OR r.stc - x.bt * r.sc < 0 THEN 0 ELSE (r.stc - x.bt * r.sc) / r.wc END END,
+           CASE WHEN r.text_samples >= 3 AND r.sc > 0
+                THEN CASE WHEN x.bt < 0 OR r.stc - x.bt * r.sc < 0 THEN r.stc / r.sc ELSE x.bt END END,
+           CASE WHEN r.samples >= 3 AND r.sp > 0
+                THEN CASE WHEN x.bp < 0 OR r.st - x.bp * r.sp < 0 THEN 0 ELSE (r.st - x.bp * r.sp) / r.w END END,
+           CASE WHEN r.samples >= 3 AND r.sp > 0
+                THEN CASE WHEN x.bp < 0 OR r.st - x.bp * r.sp < 0 THEN r.st / r.sp ELSE x.bp END END
+    FROM agent_token_rates r
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN r.sc > 0 THEN CASE WHEN r.wc * r.scc - r.sc * r.sc > 1e-6 * r.sc * r.sc
+                                     THEN (r.wc * r.sct - r.sc * r.stc) / (r.wc * r.scc - r.sc * r.sc)
+                                     ELSE r.stc / r.sc END END AS bt,
+        CASE WHEN r.sp > 0 THEN CASE WHEN r.w * r.spp - r.sp * r.sp > 1e-6 * r.w * r.w
+                                     THEN (r.w * r.spt - r.sp * r.st) / (r.w * r.spp - r.sp * r.sp)
+                                     ELSE r.st / r.sp END END AS bp) x
+    WHERE r.agent = p_agent AND r.document_type = coalesce(p_type, '*')
+$$;
+
+--
+-- Name: quire_tokens_on_line(double precision, double precision, double precision, double precision, integer, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.quire_tokens_on_line(text_a double precision, text_b double precision, page_a double precision, page_b double precision, p_pages integer, p_bytes bigint, p_chars integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN p_chars IS NOT NULL AND text_b IS NOT NULL
+                THEN least(200000000::float8, greatest(1::float8, ceil(1.1 * (text_a + text_b * p_chars::float8))))::integer
+                WHEN page_b IS NOT NULL
+                THEN least(200000000::float8, greatest(1::float8, ceil(1.1 * (page_a + page_b * greatest(1::float8,
+                         coalesce(p_pages::float8, ceil(p_bytes / 50000.0)::float8, 4::float8))))))::integer
+           END
+$$;
 
 --
 -- Name: quire_wait_reasons(bigint[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -

@@ -193,9 +193,11 @@ RETURNING b.id;
 UPDATE batches SET forecast = %(forecast)s WHERE id = %(batch_id)s;
 
 -- name: agent_learned_tokens_list
--- The agent's learned token cost of each file (quire_learned_tokens, NULL until it has learned).
-SELECT quire_learned_tokens(%(agent)s, NULL, f.pages, f.bytes) AS tokens
+-- The agent's learned token cost of each file by its pages (quire_learned_tokens' page line, read
+-- once; NULL until it has learned).
+SELECT quire_tokens_on_line(NULL, NULL, l.page_a, l.page_b, f.pages, f.bytes, NULL) AS tokens
 FROM unnest(%(pages)s::integer[], %(bytes)s::bigint[]) WITH ORDINALITY AS f(pages, bytes, ord)
+LEFT JOIN quire_token_line(%(agent)s, NULL) l ON true
 ORDER BY f.ord;
 
 -- name: agent_learned_seconds_list

@@ -69,17 +69,34 @@ FOR UPDATE OF t;
 -- name: task_candidates_for_admission
 -- The head of an agent's claimable backlog in claim order, locked, for a throttled admission,
 -- each with the tokens its claim will reserve (as task_claim_batch computes them).
--- Fair share: ranked by quire_claim_candidates (customers take turns within a priority).
-SELECT t.id, t.priority, t.waiting_since,
-       CASE WHEN t.estimate_is_static
-            THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes, t.document_chars), t.estimated_tokens)
-            ELSE t.estimated_tokens END AS estimated_tokens
-FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(scan)s) c
-JOIN tasks t ON t.id = c.id
-WHERE t.status = 'enqueued' AND NOT t.held AND t.run_after <= coalesce(%(now)s, now())
-ORDER BY c.priority DESC, c.fair_rank, c.created_at, c.id
-LIMIT %(scan)s
-FOR UPDATE OF t SKIP LOCKED;
+-- Fair share: ranked by quire_claim_candidates (customers take turns within a priority). As in
+-- task_claim_batch, the head is read into arrays first and the tasks are then fetched by primary
+-- key, locked in a subquery of their own (so no row of the arrays rides along with each task):
+-- joined to the candidates, the planner hashed a scan of the whole tasks table (0.3 s a claim in
+-- a drain of a few thousand tasks, and the table's size at any depth).
+WITH head AS (
+    SELECT array_agg(c.id ORDER BY c.priority DESC, c.fair_rank, c.created_at, c.id) AS ids,
+           array_agg(c.fair_rank ORDER BY c.priority DESC, c.fair_rank, c.created_at, c.id) AS ranks
+    FROM quire_claim_candidates(%(agent)s, coalesce(%(now)s, now()), %(scan)s) c
+)
+SELECT c.id, c.priority, c.waiting_since, c.estimated_tokens
+FROM head CROSS JOIN LATERAL (
+    SELECT t.id, t.priority, t.waiting_since, t.created_at,
+           head.ranks[array_position(head.ids, t.id)] AS fair_rank,
+           CASE WHEN t.estimate_is_static
+                THEN coalesce(quire_tokens_on_line(l.text_a, l.text_b, l.page_a, l.page_b, t.pages, t.document_bytes,
+                                                   t.document_chars), t.estimated_tokens)
+                ELSE t.estimated_tokens END AS estimated_tokens
+    FROM tasks t
+    LEFT JOIN quire_token_line(%(agent)s, NULL) l ON true  -- the agent's learned line, read once
+    -- status::text: no partial claim index matches, so these rows are found by primary key.
+    WHERE t.id = ANY(head.ids) AND t.agent = %(agent)s AND t.status::text = 'enqueued' AND NOT t.held
+      AND t.run_after <= coalesce(%(now)s, now())
+    ORDER BY t.priority DESC, 5, t.created_at, t.id
+    LIMIT %(scan)s
+    FOR UPDATE OF t SKIP LOCKED
+) c
+ORDER BY c.priority DESC, c.fair_rank, c.created_at, c.id;
 
 -- name: task_mark_waiting
 -- Starts the starvation clock of tasks refused admission for lack of token budget.
@@ -100,11 +117,12 @@ WITH seed AS MATERIALIZED (
     SELECT gen_random_uuid()::text || gen_random_uuid()::text AS key
 ), wanted AS (
     SELECT a.name, a.lease_seconds, a.executor, a.settings ->> 'extractor' AS extractor, s.pool, s.slots,
-           -- Whether the agent learned its token costs yet (only then is each task's line computed).
-           EXISTS (SELECT 1 FROM agent_token_rates r WHERE r.agent = a.name AND r.samples >= 3) AS learned
+           -- What the agent's documents were learned to cost (NULL until learned), read once here.
+           l.text_a, l.text_b, l.page_a, l.page_b
     FROM agents a
     JOIN unnest(%(executors)s::text[], %(pools)s::text[], %(slots)s::int[]) AS s(executor, pool, slots)
       ON s.executor IS NULL OR s.executor = a.executor
+    LEFT JOIN LATERAL quire_token_line(a.name, NULL) l ON true
     WHERE a.config_error IS NULL AND a.halt_reason IS NULL  -- a misconfigured or halted agent's tasks wait
       AND (a.paused_at IS NULL OR a.paused_until <= coalesce(%(now)s, now()))  -- so do a paused one's
       AND (%(agent)s::text IS NULL OR a.name = %(agent)s::text)
@@ -154,8 +172,9 @@ WITH seed AS MATERIALIZED (
            coalesce(%(executor)s, w.executor), coalesce(t.run_overrides ->> 'extractor', w.extractor),
            encode(sha256((t.id::text || '.' || (t.attempt_count + 1)::text || '.' || seed.key)::bytea), 'hex'),
            -- The reservation: what this agent's documents were learned to cost, else the estimate.
-           CASE WHEN t.estimate_is_static AND w.learned
-                THEN coalesce(quire_learned_tokens(t.agent, NULL, t.pages, t.document_bytes, t.document_chars), t.estimated_tokens)
+           CASE WHEN t.estimate_is_static
+                THEN coalesce(quire_tokens_on_line(w.text_a, w.text_b, w.page_a, w.page_b, t.pages, t.document_bytes,
+                                                   t.document_chars), t.estimated_tokens)
                 ELSE t.estimated_tokens END,
            -- clock_timestamp, not now(): the attempt starts after the admission lock was won
            coalesce(%(now)s, clock_timestamp()), coalesce(%(now)s, clock_timestamp())

@@ -50,6 +50,38 @@ def test_reservations_use_tokens_per_page_learned_from_settled_attempts(conn):
     assert rows == {"*": 3, "invoice": 3}
 
 
+
+def test_every_claim_path_reserves_the_same_learned_line(conn):
+    """The batch claim (agents without limits), the throttled admission and quire_learned_tokens
+    give a task the same reservation: by its characters where the text line was learned and the
+    task has a count, else by its pages."""
+    make_agent(conn, max_tpm=10_000_000)
+    for pages, chars, tokens in ((1, 3000, 1600), (2, 6000, 2600), (4, 12000, 4600)):
+        task = queue.enqueue(conn, agent="docs", document_uri=f"/d/{pages}.pdf", pages=pages, document_chars=chars,
+                             now=T0)
+        [claim] = queue.claim(conn, agent="docs", worker_id="w", now=T0)
+        assert claim.task.id == task.id
+        queue.apply_callback(conn, claim.attempt_id, report(tokens, pages), now=T0)
+    expected = {}
+    for name, chars in (("text", 30000), ("scan", None)):
+        expected[name] = conn.execute("SELECT quire_learned_tokens('docs', NULL, 3, NULL, %s) AS t", [chars]).fetchone()["t"]
+    # The documents cost 600 + a third of a token a character, and 600 + 1,000 a page: a 3-page
+    # document of 30,000 characters by its text, a scan of 3 pages by its pages, 10% over the line.
+    assert abs(expected["text"] - 1.1 * (600 + 30000 / 3)) <= 1 and abs(expected["scan"] - 1.1 * 3600) <= 1, expected
+    throttled = {}
+    for name, chars in (("text", 30000), ("scan", None)):
+        queue.enqueue(conn, agent="docs", document_uri=f"/d/{name}.pdf", pages=3, document_chars=chars, now=T0)
+        [claim] = queue.claim(conn, agent="docs", worker_id="w", now=T0)
+        throttled[name] = reserved(conn, claim)
+    assert throttled == expected
+    queue.configure_agent(conn, "docs", max_tpm=None)  # no limits: the batch claim
+    batch = {}
+    for name, chars in (("text", 30000), ("scan", None)):
+        queue.enqueue(conn, agent="docs", document_uri=f"/d/{name}-2.pdf", pages=3, document_chars=chars, now=T0)
+        [claim] = queue.claim_many(conn, worker_id="w", slots={"local": ("local", 1)}, now=T0)
+        batch[name] = reserved(conn, claim)
+    assert batch == expected
+
 def test_rate_limits_back_off_once_per_round_and_recover_additively(conn, db_dsn):
     make_agent(conn, max_tpm=40_000, max_concurrent_tasks=8)
     for _ in range(10):  # 30,000 tokens reached the endpoint in the minute before the first 429
