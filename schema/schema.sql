@@ -1023,12 +1023,7 @@ WITH waiting AS (
            least(a.max_concurrent_tasks, a.effective_concurrency) AS cap,
            least(a.max_tpm, a.effective_tpm) AS tpm,
            (SELECT count(*) FROM tasks p WHERE p.agent = a.name AND p.status = 'processing') AS in_flight,
-           (SELECT coalesce(sum(coalesce(x.input_tokens + x.output_tokens, x.estimated_tokens)), 0)
-              FROM task_attempts x
-             WHERE x.agent = a.name
-               AND (x.status = 'processing' OR x.finished_at > p_now - interval '60 seconds'
-                    OR (x.finished_at IS NULL AND x.started_at > p_now - interval '60 seconds')))
-               AS reserved
+           (SELECT win.tokens FROM quire_window_tokens(a.name, p_now) win) AS reserved
     FROM agents a WHERE a.name IN (SELECT DISTINCT agent FROM waiting)
 ), over_budget AS (
     SELECT b.customer FROM quire_customers_over_budget(p_now) b
@@ -1064,6 +1059,22 @@ SELECT w.id,
                  THEN s.reserved || ' of ' || s.tpm || ' tokens a minute reserved'
             ELSE NULL END
 FROM waiting w JOIN agent_state s ON s.name = w.agent
+$$;
+
+--
+-- Name: quire_window_tokens(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.quire_window_tokens(p_agent text, p_now timestamp with time zone) RETURNS TABLE(tokens numeric)
+    LANGUAGE sql STABLE
+    AS $$
+    -- An attempt's tokens reach the endpoint until it ends: it counts until a minute after that,
+    -- at its actual usage once reported, else at its reservation.
+    SELECT coalesce(sum(coalesce(x.input_tokens + x.output_tokens, x.estimated_tokens)), 0)
+    FROM task_attempts x
+    WHERE x.agent = p_agent
+      AND (x.status = 'processing' OR x.finished_at > p_now - interval '60 seconds'
+           OR (x.finished_at IS NULL AND x.started_at > p_now - interval '60 seconds'))
 $$;
 
 --

@@ -12,11 +12,23 @@ CREATE INDEX tasks_backoff_idx ON tasks (run_after) WHERE status = 'enqueued' AN
 
 -- A throttled agent's token window, "running, or ended in the last minute", was written
 -- coalesce(finished_at, started_at) > now - 60 s, which no index answers: every attempt the agent
--- ever had was read (36 ms at 200,000 attempts) by each throttled claim's admission, and here by
--- each page of waiting tasks. The same condition, spelled so that each part is read from an
--- index: running (task_attempts_processing_idx), ended in the minute (task_attempts_finished_idx),
--- or never ended and started in it (0.06 ms at 200,000). The admission's own queries change the
--- same way in schema/sql/agents.sql.
+-- ever had was read (36 ms at 200,000 attempts) by each throttled claim's admission and by each
+-- page of waiting tasks, each with a copy of the sum. One definition now serves both, the same
+-- condition spelled so that each part is read from an index: running
+-- (task_attempts_processing_idx), ended in the minute (task_attempts_finished_idx), or never ended
+-- and started in it (0.06 ms at 200,000). A table of one row, so that the planner inlines it into
+-- the query that reads it. When the window next frees (schema/sql/agents.sql) changes the same way.
+CREATE FUNCTION quire_window_tokens(p_agent text, p_now timestamp with time zone) RETURNS TABLE (tokens numeric)
+    LANGUAGE sql STABLE AS $$
+    -- An attempt's tokens reach the endpoint until it ends: it counts until a minute after that,
+    -- at its actual usage once reported, else at its reservation.
+    SELECT coalesce(sum(coalesce(x.input_tokens + x.output_tokens, x.estimated_tokens)), 0)
+    FROM task_attempts x
+    WHERE x.agent = p_agent
+      AND (x.status = 'processing' OR x.finished_at > p_now - interval '60 seconds'
+           OR (x.finished_at IS NULL AND x.started_at > p_now - interval '60 seconds'))
+$$;
+
 CREATE OR REPLACE FUNCTION quire_wait_reasons(ids bigint[], p_now timestamp with time zone) RETURNS TABLE(task_id bigint, reason text, until timestamp with time zone, detail text)
     LANGUAGE sql STABLE
     AS $$
@@ -30,12 +42,7 @@ WITH waiting AS (
            least(a.max_concurrent_tasks, a.effective_concurrency) AS cap,
            least(a.max_tpm, a.effective_tpm) AS tpm,
            (SELECT count(*) FROM tasks p WHERE p.agent = a.name AND p.status = 'processing') AS in_flight,
-           (SELECT coalesce(sum(coalesce(x.input_tokens + x.output_tokens, x.estimated_tokens)), 0)
-              FROM task_attempts x
-             WHERE x.agent = a.name
-               AND (x.status = 'processing' OR x.finished_at > p_now - interval '60 seconds'
-                    OR (x.finished_at IS NULL AND x.started_at > p_now - interval '60 seconds')))
-               AS reserved
+           (SELECT win.tokens FROM quire_window_tokens(a.name, p_now) win) AS reserved
     FROM agents a WHERE a.name IN (SELECT DISTINCT agent FROM waiting)
 ), over_budget AS (
     SELECT b.customer FROM quire_customers_over_budget(p_now) b

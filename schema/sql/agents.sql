@@ -46,16 +46,7 @@ SELECT
     coalesce(%(now)s, now()) AS now,
     (SELECT count(*) FROM tasks
       WHERE agent = %(agent)s AND status = 'processing') AS in_flight,
-    -- An attempt's tokens reach the endpoint until it ends: it counts until a minute after that.
-    (SELECT coalesce(sum(coalesce(input_tokens + output_tokens, estimated_tokens)), 0)
-       FROM task_attempts
-      WHERE agent = %(agent)s
-        -- Each part read from an index: running, ended in the minute, or never ended and started
-        -- in it (coalesce(finished_at, started_at) in the minute, which no index answers).
-        AND (status = 'processing'
-             OR finished_at > coalesce(%(now)s, now()) - interval '60 seconds'
-             OR (finished_at IS NULL AND started_at > coalesce(%(now)s, now()) - interval '60 seconds')))
-    AS reserved_tokens;
+    (SELECT win.tokens FROM quire_window_tokens(%(agent)s, coalesce(%(now)s, now())) win) AS reserved_tokens;
 
 -- name: agent_backlog_list
 -- Agents with work that is claimable now, for the claim loop.
