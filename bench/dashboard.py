@@ -44,7 +44,6 @@ from bench.dashboard_live import AGENTS, CUSTOMERS, live_cost
 from bench.pgserver import bench_server, has_stat_statements
 from schema import db, queue, rollups, stats
 from schema.migrate import migrate
-from schema.sql import q
 from schema.stats_types import TaskFilter
 
 # The table's first page as the dashboard read it before: OFFSET paging and a count over tasks.
@@ -195,7 +194,8 @@ def filters() -> dict[str, TaskFilter]:
 
 
 def _old(conn, query: str, flt: TaskFilter) -> list:
-    return conn.execute(sql.SQL(query).format(task_filter=sql.SQL(q("task_filter"))), flt.params()).fetchall()
+    where, params = stats.task_filter(flt.params())
+    return conn.execute(sql.SQL(query).format(task_filter=where), params).fetchall()
 
 
 def _timings(conn, flt: TaskFilter, direct, runs: int, baseline_runs: int) -> dict[str, float | None]:
@@ -268,6 +268,7 @@ def main() -> int:
                         help="then load this many more tasks with every trigger on and time the first reads")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the database loaded by an earlier run (QUIRE_DATABASE_URL) and measure again")
+    parser.add_argument("--top", type=int, default=0, help="print the dashboards' N costliest statements")
     parser.add_argument("--live-only", action="store_true",
                         help="reuse the loaded database of an earlier run (QUIRE_DATABASE_URL) for part 2 only")
     args = parser.parse_args()
@@ -336,9 +337,11 @@ def main() -> int:
                       f"total {bulk['after'][1]:,}\n", flush=True)
         print(f"{args.pages} open dashboards while a worker drains {n_drain:,} tasks", flush=True)
         cost = live_cost(server, dsn_for, n_drain, args.pages, has_pgss, list(filters().values())[:5],
-                         concurrency=args.worker_concurrency)
+                         concurrency=args.worker_concurrency, top=args.top)
         print(f"  drained in {cost['wall_s']:.1f} s; {cost['bursts']:,} notifications; {cost['refreshes']} page refreshes")
         print("  reads of the pages' shared cache: " + ", ".join(f"{n} {kind}" for kind, n in sorted(cost["reads"].items())))
+        for row in cost.get("dash_top", []):
+            print(f"  {row['calls']:>6} calls {row['ms']:>8.1f} ms  {row['q']}")
         if not has_pgss:
             print(f"  the worker's client-side time {cost['client_worker_s']:.2f} s; the dashboards' Postgres time "
                   "needs pg_stat_statements (the embedded server loads it; this server does not)")

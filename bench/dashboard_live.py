@@ -173,7 +173,7 @@ def run_dashboards(dsn: str, n_pages: int, flts: list[TaskFilter], stop, results
 
 
 def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool, flts: list[TaskFilter], *,
-              concurrency: int = 0) -> dict:
+              concurrency: int = 0, top: int = 0) -> dict:
     """Postgres time of n_pages dashboards while a worker drains n_drain tasks, against the worker's.
 
     `concurrency`: the real `quire worker` (noop executor) at that concurrency, folding as it does;
@@ -241,6 +241,11 @@ def live_cost(server: str, dsn_for, n_drain: int, n_pages: int, has_pgss: bool, 
                 "SELECT coalesce(sum(s.total_exec_time), 0) / 1000 AS seconds FROM pg_stat_statements s "
                 "JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'bench_worker' "
                 "AND s.query LIKE '%%quire_rollup_fold%%'").fetchone()["seconds"])
+            # The dashboards' costliest statements, for a breakdown of their time.
+            result["dash_top"] = conn.execute(
+                "SELECT s.calls, s.total_exec_time AS ms, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 100) AS q "
+                "FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'bench_dash' "
+                "ORDER BY s.total_exec_time DESC LIMIT %s", [top]).fetchall()
     return result
 
 

@@ -2076,7 +2076,7 @@ CREATE INDEX tasks_claim_idx ON public.tasks USING btree (agent, priority DESC, 
 -- Name: tasks_created_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX tasks_created_id_idx ON public.tasks USING btree (created_at, id);
+CREATE INDEX tasks_created_id_idx ON public.tasks USING btree (created_at, id, agent, status);
 
 --
 -- Name: tasks_customer_created_idx; Type: INDEX; Schema: public; Owner: -
@@ -2089,6 +2089,18 @@ CREATE INDEX tasks_customer_created_idx ON public.tasks USING btree (customer, c
 --
 
 CREATE INDEX tasks_fair_claim_idx ON public.tasks USING btree (agent, priority DESC, COALESCE(customer, ''::text), created_at, id) WHERE ((status = 'enqueued'::public.task_status) AND (NOT held));
+
+--
+-- Name: tasks_held_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tasks_held_idx ON public.tasks USING btree (created_at, id) WHERE (held AND (status = 'enqueued'::public.task_status));
+
+--
+-- Name: tasks_needs_review_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tasks_needs_review_idx ON public.tasks USING btree (created_at, id) WHERE public.quire_needs_review(status, confidence);
 
 --
 -- Name: tasks_parent_idx; Type: INDEX; Schema: public; Owner: -

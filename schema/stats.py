@@ -13,7 +13,17 @@ from psycopg import sql
 from schema import figures, rollups, waiting
 from schema.models import TaskStatus
 from schema.sql import fetch_all, fetch_one, fetch_row, q, run_query
-from schema.stats_types import CHART_ORIGIN, Charts, StreamEvent, Summary, TaskFilter, TaskRow, bucket_for_span
+from schema.stats_types import (
+    CHART_ORIGIN,
+    HELD,
+    STATUSES,
+    Charts,
+    StreamEvent,
+    Summary,
+    TaskFilter,
+    TaskRow,
+    bucket_for_span,
+)
 
 # Sortable columns of the task table: the only identifiers ever composed into ORDER BY.
 TASK_SORT_KEYS: dict[str, str] = {
@@ -31,16 +41,57 @@ NEWEST_FIRST = "created_at"
 VIEW_SORT_KEYS = ("tokens", "llm_cost_usd", "latency_s")
 
 
-def _composed(name: str, order_by: sql.Composable | None = None) -> sql.Composed:
-    parts: dict[str, sql.Composable] = {"task_filter": sql.SQL(q("task_filter"))}
+def task_filter(params: dict[str, Any]) -> tuple[sql.Composable, dict[str, Any]]:
+    """The SQL of the dashboard filters in `params` (TaskFilter.params()) over tasks `t`, and the
+    parameters it reads: only the conditions the filter sets, each as the planner can match it to an
+    index (stats.sql, task_filter_*). One task status, agent or customer is compared as one value:
+    `= ANY` of an array is never read in index order, so a page of one agent's tasks walked every
+    newer task. Held is a subset of queued: with queued chosen too it adds nothing."""
+    def one_or_many(key: str, values: list[str] | None, one: str, many: str) -> list[sql.Composable]:
+        if not values:
+            return []
+        if len(values) == 1:
+            extra[key] = values[0]
+            return [sql.SQL(q(one))]
+        return [sql.SQL(q(many))]
+
+    extra: dict[str, Any] = {}
+    conditions: list[sql.Composable] = [sql.SQL(q(fragment)) for fragment, used in (
+        ("task_filter_from", params.get("date_from")), ("task_filter_to", params.get("date_to"))) if used is not None]
+    chosen = params.get("statuses") or []
+    statuses = [s for s in chosen if s != HELD]
+    held = HELD in chosen and TaskStatus.ENQUEUED.value not in statuses
+    by_status: list[sql.Composable] = []
+    if len(statuses) == 1 and statuses[0] in STATUSES:  # (a name no task has is compared as text: no cast to fail)
+        extra["task_status"] = statuses[0]
+        by_status.append(sql.SQL(q("task_filter_status")))
+    elif statuses:
+        extra["task_statuses"] = statuses
+        by_status.append(sql.SQL(q("task_filter_statuses")))
+    if held:
+        by_status.append(sql.SQL(q("task_filter_held")))
+    if by_status:
+        conditions.append(sql.SQL("({})").format(sql.SQL(" OR ").join(by_status)))
+    conditions += one_or_many("agent", params.get("agents"), "task_filter_agent", "task_filter_agents")
+    conditions += one_or_many("customer", params.get("customers"), "task_filter_customer", "task_filter_customers")
+    if params.get("needs_review"):
+        conditions.append(sql.SQL(q("task_filter_review")))
+    composed = sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
+    return composed, {**params, **extra}
+
+
+def _composed(name: str, params: dict[str, Any],
+              order_by: sql.Composable | None = None) -> tuple[sql.Composed, dict[str, Any]]:
+    where, params = task_filter(params)
+    parts: dict[str, sql.Composable] = {"task_filter": where}
     if order_by is not None:
         parts["order_by"] = order_by
-    return sql.SQL(q(name)).format(**parts)
+    return sql.SQL(q(name)).format(**parts), params
 
 
 def _run(conn: psycopg.Connection, name: str, params: dict[str, Any],
          order_by: sql.Composable | None = None) -> list[dict[str, Any]]:
-    return run_query(conn, _composed(name, order_by), params)
+    return run_query(conn, *_composed(name, params, order_by))
 
 
 def status_counts(conn: psycopg.Connection) -> dict[str, Any]:
@@ -104,8 +155,9 @@ def task_list_keyset(conn: psycopg.Connection, flt: TaskFilter, *, sort: str = N
                 "task_after_row" if sort in NOT_NULL_SORT_KEYS else
                 "task_after_cursor_null" if after[0] is None else "task_after_cursor")
         condition = sql.SQL(q(name)).format(sort_value=column, op=op)
+    where, params = task_filter(params)
     query = sql.SQL(q("task_list_keyset" if sort in VIEW_SORT_KEYS else "task_list_keyset_by_task")).format(
-        task_filter=sql.SQL(q("task_filter")), after=condition, sort_value=column,
+        task_filter=where, after=condition, sort_value=column,
         order_by=sql.SQL("{} {}, {}").format(column, direction, tie))
     rows = run_query(conn, query, params)
     cursor = (rows[-1]["sort_value"], rows[-1]["id"]) if len(rows) == limit else None
@@ -116,8 +168,8 @@ def task_ids_for_bulk_list(conn: psycopg.Connection, flt: TaskFilter, applicable
                            limit: int) -> list[tuple[int, str]]:
     """The filtered tasks an action applies to (their states among `applicable`), as (id, status),
     by id, at most `limit`: a bulk action acts on the whole filter, not a page of it."""
-    query = sql.SQL(q("task_ids_for_bulk_list")).format(task_filter=sql.SQL(q("task_filter")))
-    rows = run_query(conn, query, {**flt.params(), "applicable": list(applicable), "limit": limit})
+    where, params = task_filter({**flt.params(), "applicable": list(applicable), "limit": limit})
+    rows = run_query(conn, sql.SQL(q("task_ids_for_bulk_list")).format(task_filter=where), params)
     return [(r["id"], r["status"]) for r in rows]
 
 

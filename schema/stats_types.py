@@ -30,8 +30,9 @@ class TaskFilter:
 
     @property
     def exact_only(self) -> bool:
-        """Whether the rollups cannot answer it (it selects held tasks): read from the tasks."""
-        return HELD in self.statuses
+        """Whether the rollups cannot answer it (it selects held tasks, and not every queued one,
+        which the held are among): read from the tasks."""
+        return HELD in self.statuses and TaskStatus.ENQUEUED.value not in self.statuses
 
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,

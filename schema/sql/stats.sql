@@ -1,14 +1,43 @@
--- name: task_filter
--- Fragment, not a query: the dashboard filters, composed into the blocks below as {task_filter}
--- so that every figure reads the same set of tasks. NULL means "no filter" for each parameter.
-(%(date_from)s::timestamptz IS NULL OR t.created_at >= %(date_from)s::timestamptz)
-AND (%(date_to)s::timestamptz IS NULL OR t.created_at < %(date_to)s::timestamptz)
--- "held" is a status of the filter, not of the task: queued, and held for review by an operator.
-AND (%(statuses)s::text[] IS NULL OR t.status::text = ANY(%(statuses)s::text[])
-     OR (t.held AND t.status = 'enqueued' AND 'held' = ANY(%(statuses)s::text[])))
-AND (%(agents)s::text[] IS NULL OR t.agent = ANY(%(agents)s::text[]))
-AND (%(customers)s::text[] IS NULL OR t.customer = ANY(%(customers)s::text[]))
-AND (NOT %(needs_review)s::boolean OR quire_needs_review(t.status, t.confidence))
+-- The dashboard filters, each a fragment composed into the blocks below as {task_filter}
+-- (schema.stats.task_filter), and only when the filter sets it, so that every figure reads the
+-- same set of tasks, and the planner sees each condition as it is: an index or a partial index
+-- that answers it is used (a condition written `param IS NULL OR ...` keeps every index off).
+
+-- name: task_filter_from
+t.created_at >= %(date_from)s::timestamptz
+
+-- name: task_filter_to
+t.created_at < %(date_to)s::timestamptz
+
+-- name: task_filter_status
+-- One task status, as a value the newest-first walk checks within tasks_created_id_idx, which holds
+-- it, or which a partial index of the status's work (queued, processing) answers.
+t.status = %(task_status)s::task_status
+
+-- name: task_filter_statuses
+t.status::text = ANY(%(task_statuses)s::text[])
+
+-- name: task_filter_held
+-- "held" is a status of the filter, not of the task: queued, and held for release by an operator
+-- (tasks_held_idx holds them).
+(t.held AND t.status = 'enqueued')
+
+-- name: task_filter_agent
+-- One agent, as a value the newest-first walk checks within tasks_created_id_idx, which holds it.
+t.agent = %(agent)s::text
+
+-- name: task_filter_agents
+t.agent = ANY(%(agents)s::text[])
+
+-- name: task_filter_customer
+t.customer = %(customer)s::text
+
+-- name: task_filter_customers
+t.customer = ANY(%(customers)s::text[])
+
+-- name: task_filter_review
+-- As tasks_needs_review_idx holds them.
+quire_needs_review(t.status, t.confidence)
 
 -- name: stats_summary_filtered
 -- Every headline figure of the dashboard in one pass over the filtered tasks and their attempts.

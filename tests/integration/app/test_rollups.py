@@ -13,7 +13,6 @@ from psycopg.rows import dict_row
 
 from schema import queue, rollups, stats, stats_types
 from schema.errors import QuireError
-from schema.sql import q
 from schema.stats_types import CHART_ORIGIN, TaskFilter
 from tests.factories import make_agent, make_task
 
@@ -73,7 +72,8 @@ FROM tasks t WHERE {task_filter} AND t.finished_at IS NOT NULL GROUP BY 1, 2
 
 def _direct(conn, query: str, flt: TaskFilter, **extra) -> list[dict]:
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(sql.SQL(query).format(task_filter=sql.SQL(q("task_filter"))), {**flt.params(), **extra})
+        where, params = stats.task_filter({**flt.params(), **extra})
+        cur.execute(sql.SQL(query).format(task_filter=where), params)
         return cur.fetchall()
 
 
