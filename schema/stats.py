@@ -44,9 +44,9 @@ VIEW_SORT_KEYS = ("tokens", "llm_cost_usd", "latency_s")
 def task_filter(params: dict[str, Any]) -> tuple[sql.Composable, dict[str, Any]]:
     """The SQL of the dashboard filters in `params` (TaskFilter.params()) over tasks `t`, and the
     parameters it reads: only the conditions the filter sets, each as the planner can match it to an
-    index (stats.sql, task_filter_*). One task status, agent or customer is compared as one value:
-    `= ANY` of an array is never read in index order, so a page of one agent's tasks walked every
-    newer task. Held is a subset of queued: with queued chosen too it adds nothing."""
+    index (stats.sql, task_filter_*). One task status, agent or customer is compared as a value, for
+    which an index led by it is read in order and a partial index of the status matches (`= ANY` of
+    an array allows neither). Held is a subset of queued: with queued chosen too it adds nothing."""
     def one_or_many(key: str, values: list[str] | None, one: str, many: str) -> list[sql.Composable]:
         if not values:
             return []

@@ -12,7 +12,8 @@ from schema.models import TaskStatus, assemble, task_status
 
 STATUSES = tuple(s.value for s in TaskStatus)
 # A status of the dashboard filter, not of a task: queued, and held for review by an operator (tasks.held).
-# The rollups are keyed by task status only, so a filter with it reads the tasks themselves.
+# The rollups are keyed by task status only, so a filter with it (and not queued, which holds the held)
+# reads the tasks themselves, the held ones through their partial index (tasks_held_idx).
 HELD = "held"
 SPEND_METRICS = {"llm": "a", "compute": "m", "total": "s"}
 
