@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -185,7 +186,10 @@ def task_count(conn: psycopg.Connection, flt: TaskFilter) -> TaskCount:
     """Exact from the rollups, which hold every dashboard filter. An estimate (the planner's) only
     while a backlog is folded in the background (a bulk load): the exact figure would read every
     marked task."""
-    if flt.exact_only:  # held tasks are few, and the rollups do not key them
+    if (parts := flt.held_apart()) is not None:
+        rest, held = (task_count(conn, part) for part in parts)
+        return TaskCount(rest.n + held.n, exact=rest.exact)
+    if flt.exact_only:  # held tasks: the rollups do not key them; tasks_held_idx holds them
         return TaskCount(_run(conn, "task_count_exact", flt.params())[0]["n"])
     if rollups.rollup_backlog(conn).catching_up:
         plan = _run(conn, "task_count_estimate", flt.params())[0]
@@ -273,6 +277,36 @@ def stats_charts_exact(conn: psycopg.Connection, flt: TaskFilter, *, now: dateti
     first = _run(conn, "task_first_created_exact", flt.params())[0]["first"]
     return stats_charts_direct(conn, flt, start=flt.date_from or first,
                                end=flt.date_to or (now or datetime.now(UTC) if first else None))
+
+
+def with_held(summary: Summary, held: Summary) -> Summary:
+    """The summary of other outcomes with held tasks added (TaskFilter.held_apart): held tasks are
+    queued and never ran, so they add to the queued count, the total and the span only."""
+    counts = {**summary.counts, TaskStatus.ENQUEUED.value: summary.counts.get(TaskStatus.ENQUEUED.value, 0)
+              + held.total}
+    firsts = [t for t in (summary.first_created_at, held.first_created_at) if t is not None]
+    lasts = [t for t in (summary.last_activity_at, held.last_activity_at) if t is not None]
+    return dataclasses.replace(summary, counts=counts, total=summary.total + held.total,
+                               first_created_at=min(firsts, default=None), last_activity_at=max(lasts, default=None))
+
+
+def charts_with_held(charts: Charts, held_submitted: list[dict[str, Any]]) -> Charts:
+    """The charts of other outcomes with held tasks' submissions added to the throughput (rows of
+    held_throughput, in the charts' own buckets); held tasks add nothing else: they never ran."""
+    submitted: dict[datetime, int] = {r["bucket"]: r["n"] for r in charts.throughput if r["series"] == "submitted"}
+    for r in held_submitted:
+        submitted[r["bucket"]] = submitted.get(r["bucket"], 0) + r["n"]
+    throughput = [r for r in charts.throughput if r["series"] != "submitted"]
+    throughput += [{"series": "submitted", "bucket": b, "n": n} for b, n in submitted.items()]
+    throughput.sort(key=lambda r: (r["bucket"], r["series"]))  # as figures.charts_of orders them
+    return dataclasses.replace(charts, throughput=throughput)
+
+
+def held_throughput(conn: psycopg.Connection, held: TaskFilter, bucket_seconds: int) -> list[dict[str, Any]]:
+    """Held tasks' submissions per chart bucket (read through tasks_held_idx)."""
+    return [r for r in _run(conn, "stats_throughput_series", {**held.params(), "origin": CHART_ORIGIN,
+                                                                "bucket": timedelta(seconds=bucket_seconds)})
+            if r["series"] == "submitted"]
 
 
 def stats_compute_measured_filtered(conn: psycopg.Connection, flt: TaskFilter) -> dict[str, Any]:

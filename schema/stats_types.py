@@ -3,7 +3,7 @@ and schema.figures (reads from the rollups): neither imports the other for them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -34,6 +34,15 @@ class TaskFilter:
         """Whether the rollups cannot answer it (it selects held tasks, and not every queued one,
         which the held are among): read from the tasks."""
         return HELD in self.statuses and TaskStatus.ENQUEUED.value not in self.statuses
+
+    def held_apart(self) -> tuple[TaskFilter, TaskFilter] | None:
+        """A filter of held tasks and other outcomes (held + failed, say) as its two parts: the other
+        outcomes, which the rollups answer, and the held tasks, which their index does. None for
+        any other filter. Held tasks are queued tasks that never ran, so the two never overlap."""
+        if not self.exact_only or self.statuses == (HELD,):
+            return None
+        return (replace(self, statuses=tuple(s for s in self.statuses if s != HELD)),
+                replace(self, statuses=(HELD,)))
 
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,

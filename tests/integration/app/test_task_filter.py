@@ -3,6 +3,7 @@ for, and the common ones are answered from an index, not by reading the row of e
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 from datetime import UTC, datetime, timedelta
@@ -144,3 +145,39 @@ def test_held_figures_read_only_the_held_tasks(conn, tasks):
     for query in ("SELECT count(*) FROM tasks t WHERE {}", "SELECT min(t.created_at) FROM tasks t WHERE {}"):
         plan = _plan(conn, flt, query)
         assert "tasks_held_idx" in plan and _walked(plan) < BIG // 10, plan
+
+
+@pytest.mark.parametrize("statuses", [("held", "failed"), ("held", "completed", "cancelled")])
+def test_held_with_other_outcomes_equals_a_read_of_the_tasks(db_dsn, conn, tasks, statuses):
+    """Held + other outcomes is answered in two parts (the rollups for the outcomes, tasks_held_idx
+    for the held): the summary, charts and total equal what a read of the tasks themselves gives."""
+    from app.figure_cache import FigureCache
+    from schema import db
+
+    flt = TaskFilter(statuses=statuses)
+    others, held = flt.held_apart()
+    assert others.statuses == statuses[1:] and held.statuses == ("held",)
+    assert TaskFilter(statuses=("held",)).held_apart() is None and TaskFilter().held_apart() is None
+    rollups.rollup_fold(conn)
+    direct = stats.stats_summary_direct(conn, flt)
+    direct_charts = stats.stats_charts_exact(conn, flt)
+    pool = db.make_pool(db_dsn, min_size=1, max_size=2)
+    try:
+        cache = FigureCache(pool, interval=0.0)
+        summary, _ = asyncio.run(cache.summary(flt))
+        charts, _ = asyncio.run(cache.charts(flt))
+    finally:
+        pool.close()
+    assert (summary.counts, summary.total) == (direct.counts, direct.total)
+    assert direct.counts["enqueued"] > 0 and direct.total > direct.counts["enqueued"]
+    assert (summary.input_tokens, summary.attempts, summary.first_created_at) == (
+        direct.input_tokens, direct.attempts, direct.first_created_at)
+    assert summary.avg_confidence == pytest.approx(direct.avg_confidence, abs=1e-6)
+    assert stats.task_count(conn, flt).n == direct.total
+    assert charts.bucket_seconds == direct_charts.bucket_seconds
+
+    def by_series(rows, series):
+        return {r["bucket"]: r["n"] for r in rows if r["series"] == series}
+
+    for series in ("submitted", *statuses[1:]):
+        assert by_series(charts.throughput, series) == by_series(direct_charts.throughput, series), series
