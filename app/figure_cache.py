@@ -82,8 +82,9 @@ class FigureCache:
         """The filter's summary, and whether it was read after `since` (see `shared`). Not `exact`:
         as of the last fold (what an open page shows), which spares the read of the unfolded marks."""
         if (parts := flt.held_apart()) is not None:  # held + other outcomes: each part as it is read
-            (others, current), (held_tasks, _) = [await self.summary(part, since=since, exact=exact) for part in parts]
-            return stats.with_held(others, held_tasks), current
+            (others, current), (held_tasks, held_current) = [await self.summary(part, since=since, exact=exact)
+                                                              for part in parts]
+            return stats.with_held(others, held_tasks), current and held_current
         if flt.exact_only:
             return await self.shared(("summary", flt), lambda: self._in_thread(stats.stats_summary_direct, flt),
                                      since=since)
@@ -98,10 +99,10 @@ class FigureCache:
         if (parts := flt.held_apart()) is not None:  # held + other outcomes: held tasks add submissions
             others_filter, held_filter = parts
             others, current = await self.charts(others_filter, since=since, exact=exact)
-            submitted, _ = await self.shared(
+            submitted, held_current = await self.shared(
                 ("held_throughput", held_filter, others.bucket_seconds),
                 lambda: self._in_thread(stats.held_throughput, held_filter, others.bucket_seconds), since=since)
-            return stats.charts_with_held(others, submitted), current
+            return stats.charts_with_held(others, submitted), current and held_current
         if flt.exact_only:
             return await self.shared(("charts", flt), lambda: self._in_thread(stats.stats_charts_exact, flt),
                                      since=since)

@@ -39,10 +39,10 @@ class TaskFilter:
         """A filter of held tasks and other outcomes (held + failed, say) as its two parts: the other
         outcomes, which the rollups answer, and the held tasks, which their index does. None for
         any other filter. Held tasks are queued tasks that never ran, so the two never overlap."""
-        if not self.exact_only or self.statuses == (HELD,):
+        others = tuple(s for s in self.statuses if s != HELD)
+        if not self.exact_only or not others:
             return None
-        return (replace(self, statuses=tuple(s for s in self.statuses if s != HELD)),
-                replace(self, statuses=(HELD,)))
+        return replace(self, statuses=others), replace(self, statuses=(HELD,))
 
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from psycopg import sql
 
-from schema import rollups, stats
+from app.figure_cache import FigureCache
+from schema import db, rollups, stats
 from schema.stats_types import REVIEW_CONFIDENCE, TaskFilter
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -151,13 +152,11 @@ def test_held_figures_read_only_the_held_tasks(conn, tasks):
 def test_held_with_other_outcomes_equals_a_read_of_the_tasks(db_dsn, conn, tasks, statuses):
     """Held + other outcomes is answered in two parts (the rollups for the outcomes, tasks_held_idx
     for the held): the summary, charts and total equal what a read of the tasks themselves gives."""
-    from app.figure_cache import FigureCache
-    from schema import db
-
     flt = TaskFilter(statuses=statuses)
     others, held = flt.held_apart()
     assert others.statuses == statuses[1:] and held.statuses == ("held",)
     assert TaskFilter(statuses=("held",)).held_apart() is None and TaskFilter().held_apart() is None
+    assert TaskFilter(statuses=("held", "held")).held_apart() is None  # never "held and everything"
     rollups.rollup_fold(conn)
     direct = stats.stats_summary_direct(conn, flt)
     direct_charts = stats.stats_charts_exact(conn, flt)
