@@ -47,7 +47,7 @@ def task_filter(params: dict[str, Any]) -> tuple[sql.Composable, dict[str, Any]]
     parameters it reads: only the conditions the filter sets, each as the planner can match it to an
     index (stats.sql, task_filter_*). One task status, agent or customer is compared as a value, for
     which an index led by it is read in order and a partial index of the status matches (`= ANY` of
-    an array allows neither). Held is a subset of queued: with queued chosen too it adds nothing."""
+    an array allows neither)."""
     def one_or_many(key: str, values: list[str] | None, one: str, many: str) -> list[sql.Composable]:
         if not values:
             return []
@@ -61,7 +61,6 @@ def task_filter(params: dict[str, Any]) -> tuple[sql.Composable, dict[str, Any]]
         ("task_filter_from", params.get("date_from")), ("task_filter_to", params.get("date_to"))) if used is not None]
     chosen = params.get("statuses") or []
     statuses = [s for s in chosen if s != HELD]
-    held = HELD in chosen and TaskStatus.ENQUEUED.value not in statuses
     by_status: list[sql.Composable] = []
     if len(statuses) == 1 and statuses[0] in STATUSES:  # (a name no task has is compared as text: no cast to fail)
         extra["task_status"] = statuses[0]
@@ -69,7 +68,7 @@ def task_filter(params: dict[str, Any]) -> tuple[sql.Composable, dict[str, Any]]
     elif statuses:
         extra["task_statuses"] = statuses
         by_status.append(sql.SQL(q("task_filter_statuses")))
-    if held:
+    if HELD in chosen:
         by_status.append(sql.SQL(q("task_filter_held")))
     if by_status:
         conditions.append(sql.SQL("({})").format(sql.SQL(" OR ").join(by_status)))

@@ -30,23 +30,30 @@ class TaskFilter:
     needs_review: bool = False         # completed with a confidence below REVIEW_CONFIDENCE
 
     @property
+    def selecting_statuses(self) -> tuple[str, ...]:
+        """The statuses that select its tasks: held is left out when queued is chosen, since held
+        tasks are queued ones and add nothing to it."""
+        if HELD in self.statuses and TaskStatus.ENQUEUED.value in self.statuses:
+            return tuple(s for s in self.statuses if s != HELD)
+        return self.statuses
+
+    @property
     def exact_only(self) -> bool:
-        """Whether the rollups cannot answer it (it selects held tasks, and not every queued one,
-        which the held are among): read from the tasks."""
-        return HELD in self.statuses and TaskStatus.ENQUEUED.value not in self.statuses
+        """Whether the rollups cannot answer it (it selects held tasks): read from the tasks."""
+        return HELD in self.selecting_statuses
 
     def held_apart(self) -> tuple[TaskFilter, TaskFilter] | None:
         """A filter of held tasks and other outcomes (held + failed, say) as its two parts: the other
         outcomes, which the rollups answer, and the held tasks, which their index does. None for
         any other filter. Held tasks are queued tasks that never ran, so the two never overlap."""
-        others = tuple(s for s in self.statuses if s != HELD)
+        others = tuple(s for s in self.selecting_statuses if s != HELD)
         if not self.exact_only or not others:
             return None
         return replace(self, statuses=others), replace(self, statuses=(HELD,))
 
     def params(self) -> dict[str, Any]:
         return {"date_from": self.date_from, "date_to": self.date_to,
-                "statuses": list(self.statuses) or None, "agents": list(self.agents) or None,
+                "statuses": list(self.selecting_statuses) or None, "agents": list(self.agents) or None,
                 "customers": list(self.customers) or None, "needs_review": self.needs_review}
 
 
