@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -134,6 +135,8 @@ class RunTable:
 
     def launch(self, claim: Claim, agent: Agent, executor: Executor) -> Run | None:
         """Starts a claimed attempt; a start that fails is reported as the attempt's failure."""
+        if not self._lease_still_held(claim, agent):
+            return None
         callback_url, heartbeat_url = self._urls(claim.attempt_id)
         launch = Launch(attempt_id=claim.attempt_id, task=claim.task, agent=run_agent(agent, claim.task),
                         secret=claim.callback_secret, callback_url=callback_url,
@@ -166,6 +169,27 @@ class RunTable:
         if not executor.is_alive(handle):
             self._on_exit()
         return run
+
+    def _lease_still_held(self, claim: Claim, agent: Agent) -> bool:
+        """Whether a claim may start: one that waits longer than a heartbeat's interval to start (the
+        starts before it were slow, or it waited for a slot) renews its lease first, and one the
+        sweeper already took back never starts. Its task is queued again, and a run started for it
+        would only be stopped at its first heartbeat: a job run cancelled, a process killed."""
+        left = (claim.lease_expires_at - datetime.now(UTC)).total_seconds()
+        if left > agent.lease_seconds - self._beat_interval(agent):
+            return True
+        try:
+            with self.connection() as conn:
+                if queue.heartbeat(conn, claim.attempt_id):
+                    return True
+                status = queue.get_attempt(conn, claim.attempt_id).status
+        except Exception as exc:  # the run's own heartbeats tell, as for any run
+            logs.problem("heartbeat", exc, attempt=claim.attempt_id)
+            return True
+        logs.change("attempt", "not_started", attempt=claim.attempt_id, task=claim.task.id, agent=agent.name,
+                    reason=f"the attempt is {status.value}: its lease expired before it could start",
+                    worker=self.config.worker_id)
+        return False
 
     @staticmethod
     def _beat_interval(agent: Agent) -> float:

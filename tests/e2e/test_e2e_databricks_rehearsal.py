@@ -174,7 +174,7 @@ def test_a_batch_goes_through_a_redeploy_with_every_result_once_and_its_cost_fin
                        message="a first result while runs are in flight")
             in_flight = {r.run_id for r in jobs.runs.values() if r.life_cycle_state == "RUNNING"}
             stopped_in_time = deployment.redeploy_stop(first)
-            assert not any("/runs/cancel" in p for p in jobs.paths()), "a stopping app cancelled a job run"
+            assert not any("/runs/cancel" in p for p in jobs.paths()), f"an app cancelled a job run:\n{first.log()}"
             # The runs go on without an app and end: their callbacks are refused (502), their
             # reports stay in the Volume.
             wait_until(lambda: all(jobs.runs[r].life_cycle_state == "TERMINATED" for r in in_flight),

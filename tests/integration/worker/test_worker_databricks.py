@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -163,3 +165,36 @@ def test_worker_databricks_run_is_cancelled_when_the_cancel_event_arrives(conn, 
     heartbeats.run_once()
     assert "POST /api/2.2/jobs/runs/cancel" in fake.jobs.paths()
     assert fake.jobs.runs[job_run.run_id].result_state == "CANCELED"
+
+
+def claimed_ago(conn, seconds: float):
+    """The claim of the one task queued, as if it was made `seconds` ago."""
+    [claim] = queue.claim(conn, agent="remote", worker_id="w-dbx", executor="databricks")
+    expires = claim.lease_expires_at - timedelta(seconds=seconds)
+    conn.execute("UPDATE tasks SET lease_expires_at = %s WHERE id = %s", (expires, claim.task.id))
+    return dataclasses.replace(claim, lease_expires_at=expires)
+
+
+def test_a_claim_taken_back_before_it_could_start_starts_no_job_run(conn, worker, fake):
+    # A claim whose start came after its lease expired (the starts before it were slow): the
+    # sweeper took its task back, and starting it would trigger a job run only to cancel it.
+    agent = make_agent(conn, "remote", executor="databricks", lease_seconds=3, settings={"job_id": 42})
+    task = make_task(conn, "remote", document_uri="/Volumes/main/quire/files/invoice.pdf")
+    table, _claimer, _heartbeats = worker
+    claim = claimed_ago(conn, 60)
+    assert queue.sweep(conn) == 1
+    assert table.launch(claim, agent, table.executors["databricks"]) is None
+    assert fake.jobs.runs == {} and not any("/jobs/run" in p for p in fake.jobs.paths())
+    assert len(table) == 0
+    assert queue.get_task(conn, task.id).status.value == "enqueued"
+
+
+def test_a_claim_that_waited_to_start_renews_its_lease_first(conn, worker, fake):
+    agent = make_agent(conn, "remote", executor="databricks", lease_seconds=3, settings={"job_id": 42})
+    task = make_task(conn, "remote", document_uri="/Volumes/main/quire/files/invoice.pdf")
+    table, _claimer, _heartbeats = worker
+    claim = claimed_ago(conn, 2)  # a second of its three-second lease is left
+    run = table.launch(claim, agent, table.executors["databricks"])
+    assert run is not None and list(fake.jobs.runs) == [run.handle.run_id]
+    assert queue.get_task(conn, task.id).lease_expires_at > claim.lease_expires_at + timedelta(seconds=1)
+    assert queue.sweep(conn, now=claim.lease_expires_at + timedelta(seconds=0.5)) == 0
