@@ -2055,6 +2055,12 @@ ALTER TABLE public.task_rollups CLUSTER ON task_rollups_key;
 CREATE INDEX task_rollups_status ON public.task_rollups USING btree (all_customers, grain, status, bucket);
 
 --
+-- Name: tasks_agent_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tasks_agent_created_idx ON public.tasks USING btree (agent, created_at, id);
+
+--
 -- Name: tasks_backoff_idx; Type: INDEX; Schema: public; Owner: -
 --
 

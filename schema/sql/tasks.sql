@@ -89,8 +89,9 @@ FROM head CROSS JOIN LATERAL (
                 ELSE t.estimated_tokens END AS estimated_tokens
     FROM tasks t
     LEFT JOIN quire_token_line(%(agent)s, NULL) l ON true  -- the agent's learned line, read once
-    -- status::text: no partial claim index matches, so these rows are found by primary key.
-    WHERE t.id = ANY(head.ids) AND t.agent = %(agent)s AND t.status::text = 'enqueued' AND NOT t.held
+    -- status::text and agent || '': no claim index nor the agent's submission index matches, so
+    -- these rows are found by primary key.
+    WHERE t.id = ANY(head.ids) AND t.agent || '' = %(agent)s AND t.status::text = 'enqueued' AND NOT t.held
       AND t.run_after <= coalesce(%(now)s, now())
     ORDER BY t.priority DESC, 5, t.created_at, t.id
     LIMIT %(scan)s
@@ -150,8 +151,10 @@ WITH seed AS MATERIALIZED (
         SELECT t.id, t.priority, head.ranks[array_position(head.ids, t.id)] AS fair_rank, t.created_at
         FROM tasks t
         -- status::text: a comparison no partial claim index matches, so these few rows are found
-        -- by primary key, never by walking a claim index past the entries of claimed tasks.
-        WHERE t.id = ANY(head.ids) AND t.agent = w.name AND t.status::text = 'enqueued' AND NOT t.held
+        -- by primary key, never by walking a claim index past the entries of claimed tasks; and
+        -- agent || '', which the agent's submission index does not match (PostgreSQL 15's generic
+        -- plan would walk every task of the agent through it).
+        WHERE t.id = ANY(head.ids) AND t.agent || '' = w.name AND t.status::text = 'enqueued' AND NOT t.held
           AND t.run_after <= coalesce(%(now)s, now())
         ORDER BY t.priority DESC, 3, t.created_at, t.id
         LIMIT w.slots

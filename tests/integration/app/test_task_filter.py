@@ -140,6 +140,20 @@ def test_one_agent_or_status_is_checked_in_the_index_of_the_order(conn, tasks, f
     assert _walked(plan) < BIG // 10, plan
 
 
+@pytest.mark.parametrize("flt", [TaskFilter(agents=("small",)), TaskFilter(agents=("nobody",)),
+                                 TaskFilter(agents=("small",), statuses=("failed",))],
+                         ids=["one agent", "an agent without tasks", "one agent, failed"])
+def test_a_page_of_one_agent_starts_at_its_newest_task(conn, tasks, flt):
+    """The busy agent's BIG tasks are the newest: a page of another agent's, or of one with none,
+    is a range of the agent's own index and never passes over them."""
+    conn.execute("SET enable_seqscan = off")
+    conn.execute("SET enable_bitmapscan = off")
+    plan = _plan(conn, flt)
+    scanned = re.search(r"Index (?:Only )?Scan(?: Backward)? using tasks_agent_created_idx on tasks t "
+                        r"\(actual time=[\d.]+\.\.[\d.]+ rows=(\d+)", plan)
+    assert scanned and int(scanned.group(1)) <= 100 and _walked(plan) < 100, plan
+
+
 def test_held_figures_read_only_the_held_tasks(conn, tasks):
     """Held tasks are read from the tasks for their count and figures: from their own index."""
     flt = TaskFilter(statuses=("held",))
