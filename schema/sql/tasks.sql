@@ -152,8 +152,8 @@ WITH seed AS MATERIALIZED (
         FROM tasks t
         -- status::text: a comparison no partial claim index matches, so these few rows are found
         -- by primary key, never by walking a claim index past the entries of claimed tasks; and
-        -- agent || '', which the agent's submission index does not match (PostgreSQL 15's generic
-        -- plan would walk every task of the agent through it).
+        -- agent || '', which the agent's submission index does not match (a generic plan on
+        -- PostgreSQL 15 was once measured walking every task of the agent through such an index).
         WHERE t.id = ANY(head.ids) AND t.agent || '' = w.name AND t.status::text = 'enqueued' AND NOT t.held
           AND t.run_after <= coalesce(%(now)s, now())
         ORDER BY t.priority DESC, 3, t.created_at, t.id
