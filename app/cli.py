@@ -260,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("agent")
     resume.set_defaults(fn=cmd_resume)
     worker = sub.add_parser("worker", help="run the worker daemon alone")
-    worker.add_argument("--concurrency", type=int, default=None)
+    worker.add_argument("--concurrency", type=int, default=None,
+                        help="runs at once (default QUIRE_WORKER_CONCURRENCY, else the CPU count)")
     worker.set_defaults(fn=cmd_worker)
     serve = sub.add_parser("serve", help="run the web app and HTTP API (co-hosting a worker)")
     serve.add_argument("--no-worker", action="store_true")

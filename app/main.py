@@ -124,7 +124,7 @@ def run_app(settings: Settings, dsn: str, *, samples: bool, worker: bool) -> int
     from schema.db import make_pool
     from worker.listener import Listener
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     authenticator = auth.Authenticator(settings)
     auth.install(authenticator)
     app.add_middleware(auth.PageGuard)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 _PREFIX = "QUIRE_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -235,6 +236,7 @@ class Settings(Checked):
     public_url: str | None = None            # how agents reach the callback routes
     worker: str = "on"                       # "off": the app does not co-host a worker
     worker_id: str | None = None
+    log_level: str = "INFO"                  # DEBUG, INFO, WARNING or ERROR: the worker's and the app's logs on stderr
     operators: str = ""                      # comma-separated emails (Databricks Apps)
     reviewers: str = ""                      # comma-separated emails that may review (Databricks Apps)
     review_lease_seconds: int = setting(600, gt=0)           # how long a reviewer holds a document unattended
@@ -286,6 +288,9 @@ class Settings(Checked):
         self.worker = self.worker.strip().lower()
         if self.worker not in {"on", "off"}:
             raise SettingsError(f"QUIRE_WORKER must be 'on' or 'off' (got {self.worker!r})")
+        self.log_level = self.log_level.strip().upper()
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(f"QUIRE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)} (got {self.log_level!r})")
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes`, each checked as the constructor checks it; the environment is not read again."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import logging
 import os
 import secrets
 import signal
@@ -474,7 +475,7 @@ class WorkerDaemon:
 
 def run_worker(settings: Settings, dsn: str, *, concurrency: int | None = None) -> int:
     """`quire worker`: runs a daemon until SIGTERM or SIGINT (a second one hurries it); returns 0."""
-    logs.configure_stderr_logging()
+    logs.configure_stderr_logging(logging.getLevelNamesMapping()[settings.log_level])
     early: list[int] = []
     # A signal that arrives before the loop runs is remembered, not fatal: the worker then stops
     # at once, having claimed nothing.

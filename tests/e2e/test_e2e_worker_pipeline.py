@@ -9,7 +9,16 @@ import pytest
 
 from schema import db, queue
 from tests.waiting import wait_until
-from tests.worker_helpers import Proc, drop_tracking_store, free_port, make_invoice_pdf, quire, quire_env, wait_for_http
+from tests.worker_helpers import (
+    Proc,
+    counts_by_status,
+    drop_tracking_store,
+    free_port,
+    make_invoice_pdf,
+    quire,
+    quire_env,
+    wait_for_http,
+)
 from worker.tracking import DEFAULT_DATABASE, DEFAULT_EXPERIMENT, tracking_uri_beside
 
 
@@ -105,3 +114,19 @@ def test_a_first_start_claims_at_once_and_runs_that_trace_wait_for_mlflow_tables
         assert quick_done < made <= traced_started
     finally:
         worker.stop()
+
+
+def test_a_worker_at_log_level_warning_does_its_work_without_a_line_per_task(db_dsn, tmp_path):
+    (tmp_path / "quire.toml").write_text('[agents.bulk]\nexecutor = "noop"\n')
+    env = quire_env(db_dsn, tmp_path, log_level="warning")
+    assert quire("migrate", env=env, cwd=tmp_path).returncode == 0
+    with db.connect(db_dsn) as conn:
+        queue.enqueue_many(conn, [{"agent": "bulk", "document_uri": f"noop://{n}"} for n in range(5)])
+    worker = Proc.worker(env, tmp_path)
+    try:
+        wait_until(lambda: counts_by_status(db_dsn) == {"completed": 5}, timeout=60, message="the five tasks done")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    finally:
+        worker.stop()
+    assert worker.events() == [], worker.log_text()[-2000:]

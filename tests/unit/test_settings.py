@@ -19,6 +19,13 @@ def test_worker_switch_accepts_only_on_or_off():
         Settings(worker="maybe")
 
 
+def test_the_log_level_is_a_level_name_and_a_wrong_one_is_named():
+    assert Settings().log_level == "INFO"
+    assert Settings(log_level=" warning ").log_level == "WARNING"
+    with pytest.raises(SettingsError, match="QUIRE_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR"):
+        Settings(log_level="quiet")
+
+
 def test_without_a_config_file_there_is_one_default_agent(tmp_path):
     agents = Settings(config=tmp_path / "missing.toml", default_agent="docs", lease_seconds=90).agent_configs()
     assert list(agents) == ["docs"] and agents["docs"].lease_seconds == 90
