@@ -27,10 +27,13 @@ def _payload(stamp: bool) -> bytes:
 
 async def _pgq_driver(dsn: str):
     import asyncpg
-    from pgqueuer import AsyncpgDriver
+    from pgqueuer.db import AsyncpgDriver
+
+    if "://" in dsn:  # asyncpg reads a URL itself: no psycopg import in the timed consumer
+        return AsyncpgDriver(await asyncpg.connect(dsn))
+    # libpq key=value pairs, which asyncpg does not read: through psycopg (its import is timed too)
     from psycopg.conninfo import conninfo_to_dict
 
-    # Quire hands over libpq conninfo (a URL or key=value pairs); asyncpg takes keywords.
     info = conninfo_to_dict(dsn)
     return AsyncpgDriver(await asyncpg.connect(
         host=info.get("host"), port=int(info["port"]) if info.get("port") else None,
@@ -61,13 +64,15 @@ async def pgq_enqueue(args) -> dict:
 
 
 async def pgq_consume(args) -> dict:
-    from pgqueuer import PgQueuer
+    # Its queue manager alone, as its own worker runs jobs: PgQueuer would run a scheduler beside it.
+    from pgqueuer.qm import QueueManager
+    from pgqueuer.queries import Queries
 
-    pgq = PgQueuer(await _pgq_driver(args.dsn))
+    qm = QueueManager(Queries(await _pgq_driver(args.dsn)))
     starts: list[float] = []
     waits: list[float] = []
 
-    @pgq.entrypoint("noop", concurrency_limit=args.limit)
+    @qm.entrypoint("noop", concurrency_limit=args.limit)
     async def noop(job) -> None:
         now = time.time()
         starts.append(now)
@@ -75,10 +80,10 @@ async def pgq_consume(args) -> dict:
         if sent is not None:
             waits.append(now - sent)
         if len(starts) >= args.count:
-            pgq.shutdown.set()
+            qm.shutdown.set()
 
     print(json.dumps({"ready": True}), flush=True)
-    await pgq.run(batch_size=args.batch, dequeue_timeout=__import__("datetime").timedelta(seconds=1))
+    await qm.run(batch_size=args.batch, dequeue_timeout=__import__("datetime").timedelta(seconds=1))
     return {"starts": starts, "waits": waits, "done": time.time()}
 
 
