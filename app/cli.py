@@ -21,17 +21,17 @@ def _settings():
 
 def _prepare():
     """Migrates and applies quire.toml: only `migrate`, `up`, `serve` and `worker` do this."""
-    from schema import db, queue
+    from schema import queue
     from schema.bootstrap import prepare_database
     from worker.agent_check import check_agents
 
-    dsn = prepare_database(_settings())
-    with db.connect(dsn) as conn:
+    def report_agents(conn) -> None:
         for agent, error in check_agents(conn).items():
             print(f"agent {agent!r} will not run until its configuration is fixed: {error}", file=sys.stderr)
         for spec in queue.list_agents(conn):
             print(agent_line(spec))
-    return dsn
+
+    return prepare_database(_settings(), then=report_agents)
 
 
 def agent_line(agent) -> str:
