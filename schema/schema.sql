@@ -58,10 +58,10 @@ BEGIN
 END $$;
 
 --
--- Name: quire_apply_reports(jsonb, bigint[], boolean, timestamp with time zone, double precision, double precision); Type: FUNCTION; Schema: public; Owner: -
+-- Name: quire_apply_reports(json, bigint[], boolean, timestamp with time zone, double precision, double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.quire_apply_reports(p_reports jsonb, p_attempt_ids bigint[], p_fresh_only boolean, p_now timestamp with time zone, p_backoff_base double precision, p_backoff_cap double precision) RETURNS TABLE(attempt_id bigint, task_id bigint, agent text, kind text, previously_reported text, usage_recorded boolean, task_status text, superseded_ids bigint[], in_flight bigint)
+CREATE FUNCTION public.quire_apply_reports(p_reports json, p_attempt_ids bigint[], p_fresh_only boolean, p_now timestamp with time zone, p_backoff_base double precision, p_backoff_cap double precision) RETURNS TABLE(attempt_id bigint, task_id bigint, agent text, kind text, previously_reported text, usage_recorded boolean, task_status text, superseded_ids bigint[], in_flight bigint)
     LANGUAGE plpgsql
     SET jit TO 'off'
     AS $$
@@ -69,7 +69,7 @@ CREATE FUNCTION public.quire_apply_reports(p_reports jsonb, p_attempt_ids bigint
 BEGIN
     RETURN QUERY
     WITH input AS (
-        SELECT * FROM jsonb_to_recordset(p_reports) AS r(
+        SELECT * FROM json_to_recordset(p_reports) AS r(
             attempt_id bigint, status text, result jsonb, confidence real, error text, retryable boolean,
             rate_limited boolean, pages integer, has_usage boolean, input_tokens bigint,
             output_tokens bigint, llm_cost_usd numeric, report_compute_cost_usd numeric,
@@ -182,6 +182,17 @@ BEGIN
     FROM k LEFT JOIN moved m ON m.id = k.task_id
     ORDER BY k.attempt_id;
 END $$;
+
+--
+-- Name: quire_apply_reports(jsonb, bigint[], boolean, timestamp with time zone, double precision, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.quire_apply_reports(p_reports jsonb, p_attempt_ids bigint[], p_fresh_only boolean, p_now timestamp with time zone, p_backoff_base double precision, p_backoff_cap double precision) RETURNS TABLE(attempt_id bigint, task_id bigint, agent text, kind text, previously_reported text, usage_recorded boolean, task_status text, superseded_ids bigint[], in_flight bigint)
+    LANGUAGE sql
+    AS $$
+    SELECT * FROM quire_apply_reports(p_reports::json, p_attempt_ids, p_fresh_only, p_now, p_backoff_base,
+                                      p_backoff_cap)
+$$;
 
 --
 -- Name: quire_attempts_spend_inserted(); Type: FUNCTION; Schema: public; Owner: -
@@ -408,21 +419,13 @@ $$;
 --
 
 CREATE FUNCTION public.quire_notify_events(event_ids bigint[]) RETURNS void
-    LANGUAGE plpgsql
+    LANGUAGE sql
     AS $$
-DECLARE
-    part record;
-BEGIN
-    FOR part IN
-        SELECT json_agg(json_build_object('e', e.id, 'id', e.task_id, 'a', e.agent,
-                                          's', e.status, 'p', e.prev_status) ORDER BY e.id) AS body
-        FROM (SELECT ev.*, (row_number() OVER (ORDER BY ev.id) - 1) / 50 AS chunk
-              FROM task_events ev WHERE ev.id = ANY (event_ids)) e
-        GROUP BY e.chunk ORDER BY e.chunk
-    LOOP
-        PERFORM pg_notify('quire_tasks', part.body::text);
-    END LOOP;
-END $$;
+    SELECT quire_notify_new_events(array_agg(e.id ORDER BY e.id), array_agg(e.task_id ORDER BY e.id),
+                                   array_agg(e.agent ORDER BY e.id), array_agg(e.status ORDER BY e.id),
+                                   array_agg(e.prev_status ORDER BY e.id))
+    FROM task_events e WHERE e.id = ANY(event_ids)
+$$;
 
 --
 -- Name: quire_notify_new_events(bigint[], bigint[], text[], public.task_status[], public.task_status[]); Type: FUNCTION; Schema: public; Owner: -
@@ -436,12 +439,14 @@ DECLARE
     sent integer := 0;
 BEGIN
     FOR body IN
-        SELECT json_agg(json_build_object('e', e.id, 'id', e.task_id, 'a', e.agent,
-                                          's', e.status, 'p', e.prev_status) ORDER BY e.id)::text
-        FROM (SELECT e.*, (row_number() OVER (ORDER BY e.id) - 1) / 50 AS chunk
-              FROM unnest(ids, task_ids, agents, statuses, prev_statuses)
-                   AS e (id, task_id, agent, status, prev_status)) e
-        GROUP BY e.chunk ORDER BY e.chunk
+        SELECT '[' || string_agg(concat('{"e":', e.id, ',"id":', e.task_id, ',"a":', to_json(e.agent),
+                                        ',"s":"', e.status, '","p":',
+                                        coalesce('"' || e.prev_status::text || '"', 'null'), '}'),
+                                 ',' ORDER BY e.id) || ']'
+        FROM unnest(ids, task_ids, agents, statuses, prev_statuses)
+             WITH ORDINALITY AS e (id, task_id, agent, status, prev_status, n)
+        GROUP BY (e.n - 1) / 50
+        ORDER BY (e.n - 1) / 50
     LOOP
         PERFORM pg_notify('quire_tasks', body);
         sent := sent + 1;
@@ -2000,7 +2005,7 @@ CREATE INDEX task_attempts_compute_open_idx ON public.task_attempts USING btree 
 -- Name: task_attempts_finished_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX task_attempts_finished_idx ON public.task_attempts USING btree (agent, finished_at);
+CREATE INDEX task_attempts_finished_idx ON public.task_attempts USING btree (agent, finished_at) WHERE (finished_at IS NOT NULL);
 
 --
 -- Name: task_attempts_processing_idx; Type: INDEX; Schema: public; Owner: -
@@ -2088,7 +2093,7 @@ CREATE INDEX tasks_created_id_idx ON public.tasks USING btree (created_at, id, a
 -- Name: tasks_customer_created_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX tasks_customer_created_idx ON public.tasks USING btree (customer, created_at);
+CREATE INDEX tasks_customer_created_idx ON public.tasks USING btree (customer, created_at) WHERE (customer IS NOT NULL);
 
 --
 -- Name: tasks_fair_claim_idx; Type: INDEX; Schema: public; Owner: -
@@ -2124,7 +2129,7 @@ CREATE INDEX tasks_processing_idx ON public.tasks USING btree (agent, lease_expi
 -- Name: tasks_sha256_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX tasks_sha256_idx ON public.tasks USING btree (document_sha256);
+CREATE INDEX tasks_sha256_idx ON public.tasks USING btree (document_sha256) WHERE (document_sha256 IS NOT NULL);
 
 --
 -- Name: agents agents_deleted; Type: TRIGGER; Schema: public; Owner: -

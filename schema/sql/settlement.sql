@@ -12,5 +12,5 @@ FOR UPDATE OF t;
 -- Applies agents' reports to their attempts and tasks, and records the compute each run used:
 -- quire_apply_reports (migration 23), the one place a report changes a task. The callback
 -- endpoint applies a batch of one; the worker's settlement a batch of the runs it saw end.
-SELECT * FROM quire_apply_reports(%(reports)s::jsonb, %(attempt_ids)s::bigint[], %(fresh_only)s::boolean,
+SELECT * FROM quire_apply_reports(%(reports)s::json, %(attempt_ids)s::bigint[], %(fresh_only)s::boolean,
                                   %(now)s::timestamptz, %(backoff_base)s::float8, %(backoff_cap)s::float8);

