@@ -161,3 +161,18 @@ def test_completion_after_a_hand_back_makes_that_attempt_the_completed_one(conn)
     final = queue.get_task(conn, task.id)
     assert final.status is TaskStatus.COMPLETED
     assert [a.status for a in final.attempts] == [AttemptStatus.COMPLETED]
+
+
+def test_a_result_is_stored_as_sent_whichever_encoder_writes_the_report(conn):
+    """Reports reach Postgres as JSON written by orjson, or by json for what orjson refuses (an
+    integer past 64 bits): either way the task keeps the result exactly, non-ASCII text included."""
+    make_agent(conn)
+    results = [{"document_type": "invoice", "fields": {"issuer": {"value": "Société Générale ✓", "confidence": 0.9},
+                                                       "total": {"value": 1e-7, "confidence": 1.0}}},
+               {"document_type": "invoice", "fields": {"iban_digits": {"value": 2**70 + 1, "confidence": 0.8}}}]
+    for result in results:
+        task = make_task(conn)
+        (c,) = queue.claim(conn, agent="docs", worker_id="w")
+        assert queue.apply_callback(conn, c.attempt_id, completed(result=result)).applied
+        stored = conn.execute("SELECT result FROM tasks WHERE id = %s", [task.id]).fetchone()["result"]
+        assert stored == result
