@@ -75,7 +75,7 @@ def count(bin_dir: Path, tasks: int, batch: int, setup: str | None) -> tuple[int
     with open(data / "postgresql.conf", "a") as conf:
         # No autovacuum: a run of it would land in one run's count and not another's.
         conf.write(f"port = {PORT}\nunix_socket_directories = '{home}'\nlisten_addresses = ''\n"
-                   "autovacuum = off\njit = off\n")
+                   "autovacuum = off\n")
     server = subprocess.Popen(as_user(user, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/%p",
                                              str(bin_dir / "postgres"), "-D", str(data)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
