@@ -176,3 +176,16 @@ def test_a_result_is_stored_as_sent_whichever_encoder_writes_the_report(conn):
         assert queue.apply_callback(conn, c.attempt_id, completed(result=result)).applied
         stored = conn.execute("SELECT result FROM tasks WHERE id = %s", [task.id]).fetchone()["result"]
         assert stored == result
+
+
+def test_the_settlement_function_still_takes_reports_as_jsonb_for_an_app_of_the_version_before(conn):
+    """While a deploy runs, an app of the version before may still call quire_apply_reports with
+    jsonb: that form applies the report as the json one does."""
+    make_agent(conn)
+    task = make_task(conn)
+    (c,) = queue.claim(conn, agent="docs", worker_id="w")
+    report = '[{"attempt_id": %d, "status": "completed", "result": {"document_type": "invoice"}, "confidence": 0.9}]'
+    [row] = conn.execute("SELECT * FROM quire_apply_reports(%s::jsonb, %s::bigint[], false, NULL, 1, 60)",
+                         [report % c.attempt_id, [c.attempt_id]]).fetchall()
+    assert (row["kind"], row["task_status"]) == ("completed", "completed")
+    assert queue.get_task(conn, task.id).result == {"document_type": "invoice"}
