@@ -41,16 +41,29 @@ def noop_report() -> dict:
             "input_tokens": 0, "output_tokens": 0, "llm_cost_usd": 0.0}
 
 
+def prepare_backlog(conn, tasks: int, setup: str | None) -> None:
+    """A fresh database's schema, one no-op agent `bench` and `tasks` of its tasks; `setup`, SQL run
+    before the tasks go in, is an experiment: what the work costs with a part changed."""
+    migrate(conn)
+    queue.configure_agent(conn, "bench", executor="noop")
+    if setup:
+        conn.execute(setup)
+    for first in range(0, tasks, 1000):
+        queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
+                                  for n in range(first, min(tasks, first + 1000))])
+
+
+def settle_as_noop(settler, claims) -> None:
+    """The worker's settlement of `claims`, each completed as the no-op executor completes it."""
+    settlement.settle_ended(settler, [settlement.Ended(c.attempt_id, report=noop_report(), compute_seconds=0.0,
+                                                       compute_cost_usd=0.0, compute_state="measured")
+                                      for c in claims])
+
+
 def probe(server: str, tasks: int, batch: int, fold_every: int, top: int, setup: str | None = None) -> None:
     dsn = fresh_database(server, "claim_probe")
     with db.connect(dsn) as conn:
-        migrate(conn)
-        queue.configure_agent(conn, "bench", executor="noop")
-        if setup:
-            conn.execute(setup)  # an experiment: what the work costs without a part of it
-        for first in range(0, tasks, 1000):
-            queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
-                                      for n in range(first, min(tasks, first + 1000))])
+        prepare_backlog(conn, tasks, setup)
         rollups.rollup_fold(conn)
         stats = has_stat_statements(dsn)
         if stats:
@@ -71,9 +84,7 @@ def probe(server: str, tasks: int, batch: int, fold_every: int, top: int, setup:
                 break
             claimed += len(claims)
             before = backend_cpu(pids["settle"])
-            settlement.settle_ended(settler, [settlement.Ended(c.attempt_id, report=noop_report(),
-                                                               compute_seconds=0.0, compute_cost_usd=0.0,
-                                                               compute_state="measured") for c in claims])
+            settle_as_noop(settler, claims)
             spent["settle"] += backend_cpu(pids["settle"]) - before
             rounds += 1
             if rounds % fold_every == 0:

@@ -30,9 +30,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
-from bench.claim_settle_probe import noop_report  # noqa: E402
-from schema import db, queue, settlement  # noqa: E402
-from schema.migrate import migrate  # noqa: E402
+from bench.claim_settle_probe import prepare_backlog, settle_as_noop  # noqa: E402
+from schema import db, queue  # noqa: E402
 
 PORT = 5497
 
@@ -88,19 +87,11 @@ def count(bin_dir: Path, tasks: int, batch: int, setup: str | None) -> tuple[int
             time.sleep(0.5)
         with db.connect(dsn) as conn:
             version = conn.execute("SHOW server_version").fetchone()["server_version"]
-            migrate(conn)
-            queue.configure_agent(conn, "bench", executor="noop")
-            if setup:
-                conn.execute(setup)  # an experiment: what the work costs with a part changed
-            for first in range(0, tasks, 1000):
-                queue.enqueue_many(conn, [dict(agent="bench", document_uri=f"/bench/{n}.pdf")
-                                          for n in range(first, min(tasks, first + 1000))])
+            prepare_backlog(conn, tasks, setup)
         with db.connect(dsn) as claimer, db.connect(dsn) as settler:
             pids = claimer.info.backend_pid, settler.info.backend_pid
             while claims := queue.claim_many(claimer, worker_id="bench", slots={"noop": ("all", batch)}):
-                settlement.settle_ended(settler, [
-                    settlement.Ended(c.attempt_id, report=noop_report(), compute_seconds=0.0,
-                                     compute_cost_usd=0.0, compute_state="measured") for c in claims])
+                settle_as_noop(settler, claims)
     finally:
         subprocess.run(as_user(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "stop", "-m", "fast"]),
                        capture_output=True)
