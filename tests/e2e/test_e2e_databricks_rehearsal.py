@@ -165,15 +165,27 @@ def test_a_batch_goes_through_a_redeploy_with_every_result_once_and_its_cost_fin
             def statuses() -> list[str]:
                 return [queue.get_task(conn, t).status.value for t in task_ids]
 
-            def running_runs() -> int:
+            def unreported_runs() -> int:
+                """Runs still running whose task has not had its result yet."""
+                waiting = {queue.get_task(conn, t).document_uri for t in task_ids
+                           if queue.get_task(conn, t).status.value == "processing"}
                 with jobs.lock:
-                    return sum(r.life_cycle_state == "RUNNING" for r in jobs.runs.values())
+                    return sum(r.life_cycle_state == "RUNNING" and r.job_parameters["document"] in waiting
+                               for r in jobs.runs.values())
 
-            # Redeploy while a result is in and runs are in flight.
-            wait_until(lambda: "completed" in statuses() and running_runs() >= 1, timeout=90, interval=0.1,
+            # Redeploy while a result is in and runs are in flight that have not reported yet.
+            wait_until(lambda: "completed" in statuses() and unreported_runs() >= 1, timeout=90, interval=0.1,
                        message="a first result while runs are in flight")
-            in_flight = {r.run_id for r in jobs.runs.values() if r.life_cycle_state == "RUNNING"}
+            # The runs in flight are held (SIGSTOP) while the app stops, and go on once it is gone:
+            # a run that ended while the app was still stopping would report to it by callback,
+            # and the redeploy would then leave nothing for the next app to settle.
+            with jobs.lock:
+                in_flight = {r.run_id for r in jobs.runs.values() if r.life_cycle_state == "RUNNING"}
+                for run_id in in_flight:
+                    jobs.runs[run_id].process.send_signal(signal.SIGSTOP)
             stopped_in_time = deployment.redeploy_stop(first)
+            for run_id in in_flight:
+                jobs.runs[run_id].process.send_signal(signal.SIGCONT)
             assert not any("/runs/cancel" in p for p in jobs.paths()), f"an app cancelled a job run:\n{first.log()}"
             # The runs go on without an app and end: their callbacks are refused (502), their
             # reports stay in the Volume.
