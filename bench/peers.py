@@ -5,6 +5,7 @@
     python bench/peers.py --quick --running-first 4   # each worker started first, the backlog 4 s later
     python bench/peers.py --quick --busy 1     # a process spinning on one core beside each run
     python bench/peers.py --quick --dsn postgresql://postgres@127.0.0.1:5432/postgres   # any server
+    python bench/peers.py --quick --bin /usr/lib/postgresql/15/bin   # a new cluster of any binaries here
                                                # (no statement figures unless it loads pg_stat_statements)
 
 For each queue, on a fresh database of the same server: enqueue N no-op jobs in batches of 1,000
@@ -355,12 +356,17 @@ def main() -> int:
                         help="QUIRE_WORKER_CLAIM_AHEAD for the worker (default: the worker's own)")
     parser.add_argument("--dsn", help="the Postgres server to measure on (default: QUIRE_DATABASE_URL, else an "
                         "embedded server started for the run)")
+    parser.add_argument("--bin", type=Path, metavar="DIR",
+                        help="start a new cluster of the server binaries in DIR for the run, with PostgreSQL's "
+                             "default settings (any version installed here; not with --dsn)")
     args = parser.parse_args()
     if args.runs < 1 or args.tasks < 1 or args.concurrency < 1:
         parser.error("--runs, --tasks and --concurrency must be at least 1")
     if args.busy < 0:
         parser.error("--busy must not be negative")
-    with bench_server(args.dsn, stat_statements=True) as pg:
+    if args.bin and args.dsn:
+        parser.error("--bin starts a server of its own: give --dsn or --bin, not both")
+    with bench_server(args.dsn, bin_dir=args.bin, stat_statements=True) as pg:
         server = pg.dsn
         with db.connect(server) as conn:
             version = scalar(conn, "SHOW server_version")
