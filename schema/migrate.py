@@ -20,10 +20,33 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Any fixed 64-bit number, shared by every process that migrates this database.
 _LOCK_KEY = 0x5155495245_01
+# The oldest server the schema runs on: its rollup keys are unique indexes with NULLS NOT DISTINCT,
+# which PostgreSQL 15 introduced (migration 7). Measured on 15, 16, 17 and 18 (docs/BENCHMARKS.md).
+MIN_SERVER_VERSION = 150000
 
 
 class MigrationChanged(QuireError):
     """An applied migration's file no longer matches what this database applied."""
+
+
+class UnsupportedServer(QuireError):
+    """The server is older than the schema needs."""
+
+
+def version_text(server_version: int) -> str:
+    """PostgreSQL's version number as it names it: 150020 -> 15.20, 90624 -> 9.6.24."""
+    if server_version >= 100000:
+        return f"{server_version // 10000}.{server_version % 10000}"
+    return f"{server_version // 10000}.{server_version // 100 % 100}.{server_version % 100}"
+
+
+def require_supported(server_version: int) -> None:
+    """Refuses a server older than MIN_SERVER_VERSION, before anything is written to it."""
+    if server_version < MIN_SERVER_VERSION:
+        raise UnsupportedServer(
+            f"Quire needs PostgreSQL {version_text(MIN_SERVER_VERSION).split('.')[0]} or later; this server "
+            f"runs {version_text(server_version)}: point QUIRE_DATABASE_URL at a newer server, or unset it "
+            "for the embedded one")
 
 
 @dataclass(frozen=True)
@@ -65,6 +88,7 @@ def pending(conn: psycopg.Connection) -> list[Migration]:
 
 def migrate(conn: psycopg.Connection) -> list[int]:
     """Applies what is missing, each migration in its own transaction; returns what it applied."""
+    require_supported(conn.info.server_version)
     applied_now: list[int] = []
     # Each step commits on its own, on an autocommit connection or not; the lock is the session's.
     with conn.transaction():
