@@ -189,10 +189,31 @@ def connection_kwargs() -> dict[str, Any]:
     return dict(_credential_provider()) if _credential_provider else {}
 
 
+# Every connection Quire opens turns JIT off for its session. A server built with it (Debian's
+# package is) compiles any plan estimated above jit_above_cost, and an estimate passes that
+# while a table's statistics lag behind a bulk load: on Debian's PostgreSQL 15 the dashboard's first
+# reads after loading a million tasks took 1.0-1.2 s, against 18-123 ms without JIT
+# (docs/BENCHMARKS.md). No statement of Quire's runs long enough to earn a compilation back.
+SESSION_SETUP = "SET jit = off"
+
+
+def set_up_session(conn: psycopg.Connection) -> None:
+    """Applies SESSION_SETUP to a new connection (its own statement, committed at once)."""
+    conn.execute(SESSION_SETUP)
+    if not conn.autocommit:
+        conn.commit()
+
+
 def connect(dsn: str | None = None, **kwargs: Any) -> psycopg.Connection:
     """An autocommit connection returning dict rows; engine calls open their own transactions."""
     params = {"autocommit": True, "row_factory": dict_row, **connection_kwargs(), **kwargs}
-    return psycopg.connect(dsn or database_url(), **params)
+    conn = psycopg.connect(dsn or database_url(), **params)
+    try:
+        set_up_session(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def with_database(dsn: str, dbname: str) -> str:
@@ -221,7 +242,7 @@ def make_pool(dsn: str | None = None, *, min_size: int = 1, max_size: int = 10, 
         dsn,
         kwargs=lambda: {"autocommit": True, "row_factory": dict_row, **extra, **connection_kwargs()},
         min_size=min_size, max_size=max_size, name=name, open=True, timeout=timeout,
-        reconnect_timeout=reconnect_timeout, check=_check_if_idle,
+        reconnect_timeout=reconnect_timeout, check=_check_if_idle, configure=set_up_session,
     )
 
 
