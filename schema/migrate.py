@@ -44,7 +44,7 @@ def require_supported(server_version: int) -> None:
     """Refuses a server older than MIN_SERVER_VERSION, before anything is written to it."""
     if server_version < MIN_SERVER_VERSION:
         raise UnsupportedServer(
-            f"Quire needs PostgreSQL {version_text(MIN_SERVER_VERSION).split('.')[0]} or later; this server "
+            f"Quire needs PostgreSQL {MIN_SERVER_VERSION // 10000} or later; this server "
             f"runs {version_text(server_version)}: point QUIRE_DATABASE_URL at a newer server, or unset it "
             "for the embedded one")
 

@@ -7,15 +7,16 @@ import pytest
 
 from schema import db
 from schema.dump import REGENERATE, SCHEMA_FILE, dump
+from schema.migrate import version_text
 
 
 def test_schema_sql_is_what_the_migrations_produce(pg_server_dsn, template_db):
     with db.connect(pg_server_dsn) as conn:
-        version = conn.execute("SHOW server_version_num").fetchone()["server_version_num"]
-    if int(version) < 160000:
+        version = conn.info.server_version
+    if version < 160000:
         # PostgreSQL 15 prints a view's columns qualified by its table (`task_attempts.id`), 16 and
         # later plain: the file is the embedded server's dump, which `python -m schema.dump` makes.
-        pytest.skip(f"schema.sql is a dump of PostgreSQL 16 or later; this server is {version}")
+        pytest.skip(f"schema.sql is a dump of PostgreSQL 16 or later; this server runs {version_text(version)}")
     produced = dump(db.with_database(pg_server_dsn, template_db))
     stored = SCHEMA_FILE.read_text() if SCHEMA_FILE.exists() else ""
     if produced != stored:
