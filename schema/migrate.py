@@ -86,8 +86,9 @@ def pending(conn: psycopg.Connection) -> list[Migration]:
     return [m for m in available() if m.version not in done]
 
 
-def migrate(conn: psycopg.Connection) -> list[int]:
-    """Applies what is missing, each migration in its own transaction; returns what it applied."""
+def migrate(conn: psycopg.Connection, *, through: int | None = None) -> list[int]:
+    """Applies what is missing (up to version `through`, when given), each migration in its own
+    transaction; returns what it applied."""
     require_supported(conn.info.server_version)
     applied_now: list[int] = []
     # Each step commits on its own, on an autocommit connection or not; the lock is the session's.
@@ -105,7 +106,7 @@ def migrate(conn: psycopg.Connection) -> list[int]:
         _check_applied(conn)
         done = {m.version for m in available()} - {m.version for m in pending(conn)}
         for migration in available():
-            if migration.version in done:
+            if migration.version in done or (through is not None and migration.version > through):
                 continue
             with conn.transaction():
                 conn.execute(migration.path.read_text())

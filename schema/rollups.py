@@ -14,11 +14,12 @@ from psycopg import sql
 from schema.sql import fetch_row, q, run_query
 
 # Grains, coarsest first, and the grains each table holds per scope (all customers or one).
-# ALL is one bucket holding every task (migration 0011), read when a filter has no dates. WEEK (ISO
-# weeks from Monday, migration 0023) holds totals for the throughput chart's 7-day buckets only.
+# ALL is one bucket holding every task (migration 0011), read when a filter has no dates. WEEK is ISO
+# weeks from Monday: totals for the throughput chart's 7-day buckets (migration 0024), and a
+# customer's histograms, which have no days (migration 0036).
 ALL, MONTH, WEEK, DAY, HOUR = "a", "m", "w", "d", "h"
-TOTALS_GRAINS = {True: (ALL, MONTH, WEEK, DAY, HOUR), False: (ALL, MONTH, WEEK, DAY)}
-BINS_GRAINS = {True: (ALL, MONTH, DAY), False: (ALL, MONTH)}
+TOTALS_GRAINS: dict[bool, tuple[str, ...]] = {True: (ALL, MONTH, WEEK, DAY, HOUR), False: (ALL, MONTH, WEEK, DAY)}
+BINS_GRAINS: dict[bool, tuple[str, ...]] = {True: (ALL, MONTH, DAY), False: (ALL, MONTH, WEEK)}
 # Sentinels for an unbounded or empty range: timestamptz holds both.
 NEVER_BEFORE = datetime(1, 1, 1, tzinfo=UTC)
 NEVER_AFTER = datetime(9999, 12, 31, tzinfo=UTC)
@@ -62,8 +63,9 @@ def plan(date_from: datetime | None, date_to: datetime | None,
     """Splits [date_from, date_to) into whole buckets per grain and raw ends ("r"), coarsest first.
 
     Greedy from the start: the coarsest whole bucket that fits, else raw up to the next boundary
-    of the finest grain; a week is not taken across the start of a month (the month may fit). The
-    result has at most two ranges per grain, four of days, and two raw ranges.
+    of any grain; a week is not taken across the start of a month that fits whole. The result has at
+    most two ranges per grain, four of days, and four raw ranges (two when the finest grain is a day
+    or an hour: with weeks the finest, each end can have a raw part on both sides of a run of weeks).
     """
     pieces: dict[str, list[tuple[datetime, datetime]]] = {g: [] for g in (*grains, "r")}
     if grains[0] == ALL:
@@ -79,7 +81,10 @@ def plan(date_from: datetime | None, date_to: datetime | None,
         else:
             ranges.append((lo, hi))
 
-    coarsest, finest = grains[0], grains[-1]
+    def fits(start: datetime, grain: str) -> bool:
+        return _floor(start, grain) == start and (date_to is None or _next(start, grain) <= date_to)
+
+    coarsest = grains[0]
     if date_from is None:
         if date_to is None:
             add(coarsest, NEVER_BEFORE, NEVER_AFTER)
@@ -88,10 +93,11 @@ def plan(date_from: datetime | None, date_to: datetime | None,
         add(coarsest, NEVER_BEFORE, cur)
     else:
         cur = date_from
+
     while date_to is None or cur < date_to:
         for grain in grains:
-            if (_floor(cur, grain) == cur and (date_to is None or _next(cur, grain) <= date_to)
-                    and not (grain == WEEK and MONTH in grains and _next(cur, MONTH) < _next(cur, WEEK))):
+            if fits(cur, grain) and not (grain == WEEK and MONTH in grains
+                                         and _next(cur, MONTH) < _next(cur, WEEK) and fits(_next(cur, MONTH), MONTH)):
                 if date_to is None and grain == coarsest:
                     add(grain, cur, NEVER_AFTER)
                     return pieces
@@ -99,7 +105,7 @@ def plan(date_from: datetime | None, date_to: datetime | None,
                 cur = _next(cur, grain)
                 break
         else:
-            end = _next(cur, finest)
+            end = min(_next(cur, grain) for grain in grains)
             end = min(end, date_to) if date_to is not None else end
             add("r", cur, end)
             cur = end
@@ -107,11 +113,11 @@ def plan(date_from: datetime | None, date_to: datetime | None,
 
 
 def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tuple[str, ...]) -> dict[str, Any]:
-    """The %(m1_lo)s ... %(r2_hi)s parameters of the rollup_segments and rollup_raw fragments."""
+    """The %(m1_lo)s ... %(r4_hi)s parameters of the rollup_segments and rollup_raw fragments."""
     pieces = plan(date_from, date_to, grains)
     params: dict[str, Any] = {}
     for kind in (ALL, MONTH, WEEK, DAY, HOUR, "r"):
-        ranges, most = pieces.get(kind, []), 4 if kind == DAY else 2
+        ranges, most = pieces.get(kind, []), 4 if kind in (DAY, "r") else 2
         if len(ranges) > most:
             raise AssertionError(f"a date range split into {len(ranges)} {kind!r} ranges: {ranges}")
         ranges = ranges + [EMPTY] * (most - len(ranges))

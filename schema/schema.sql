@@ -728,7 +728,8 @@ BEGIN
         FROM keyed k
         CROSS JOIN LATERAL (VALUES ('l'::"char", k.latency_bin), ('c', k.confidence_bin), ('a', k.llm_bin),
                                    ('m', k.compute_bin), ('s', k.spend_bin)) m (metric, bin)
-        WHERE m.bin IS NOT NULL AND k.grain NOT IN ('h', 'w') AND (k.all_customers OR k.grain IN ('a', 'm'))
+        -- per month and day for all customers, per month and week for one (schema.rollups.BINS_GRAINS)
+        WHERE m.bin IS NOT NULL AND k.grain IN ('a', 'm', CASE WHEN k.all_customers THEN 'd' ELSE 'w' END)
         GROUP BY k.all_customers, k.grain, k.bucket, k.agent, k.key_customer, k.status, k.review, m.metric, m.bin
         HAVING sum(k.tasks) <> 0
         ON CONFLICT (all_customers, grain, bucket, agent, customer, status, review, metric, bin) DO UPDATE SET
@@ -1715,7 +1716,7 @@ CREATE TABLE public.task_rollup_bins (
     bin smallint NOT NULL,
     n bigint NOT NULL,
     review boolean DEFAULT false NOT NULL,
-    CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'd'::"char", 'm'::"char"])))
+    CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'm'::"char", 'w'::"char", 'd'::"char"])))
 )
 WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
 
@@ -2030,6 +2031,12 @@ CREATE INDEX task_attempts_window_idx ON public.task_attempts USING btree (agent
 --
 
 CREATE INDEX task_events_task_idx ON public.task_events USING btree (task_id, id);
+
+--
+-- Name: task_rollup_bins_customer; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX task_rollup_bins_customer ON public.task_rollup_bins USING btree (grain, customer, bucket) WHERE (NOT all_customers);
 
 --
 -- Name: task_rollup_bins_key; Type: INDEX; Schema: public; Owner: -

@@ -53,9 +53,12 @@ x.review
  OR (x.grain = 'h' AND x.bucket >= %(h2_lo)s::timestamptz AND x.bucket < %(h2_hi)s::timestamptz))
 
 -- name: rollup_raw
--- Fragment: the partial buckets at the ends of a date range, read from the tasks themselves.
+-- Fragment: the partial buckets at the ends of a date range, read from the tasks themselves (at most
+-- two ranges at each end: schema.rollups.plan).
 ((x.created_at >= %(r1_lo)s::timestamptz AND x.created_at < %(r1_hi)s::timestamptz)
- OR (x.created_at >= %(r2_lo)s::timestamptz AND x.created_at < %(r2_hi)s::timestamptz))
+ OR (x.created_at >= %(r2_lo)s::timestamptz AND x.created_at < %(r2_hi)s::timestamptz)
+ OR (x.created_at >= %(r3_lo)s::timestamptz AND x.created_at < %(r3_hi)s::timestamptz)
+ OR (x.created_at >= %(r4_lo)s::timestamptz AND x.created_at < %(r4_hi)s::timestamptz))
 
 -- name: rollup_from
 -- Fragment: the filter's own date range on a task's created_at, its start (composed in when set).

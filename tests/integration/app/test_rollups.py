@@ -11,8 +11,9 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from schema import queue, rollups, stats, stats_types
+from schema import db, queue, rollups, stats, stats_types
 from schema.errors import QuireError
+from schema.migrate import available, migrate
 from schema.stats_types import CHART_ORIGIN, TaskFilter
 from tests.factories import make_agent, make_task
 
@@ -125,6 +126,9 @@ def _filters(start: datetime) -> list[TaskFilter]:
         TaskFilter(date_from=odd, date_to=odd + timedelta(minutes=50), agents=("beta",)),
         TaskFilter(date_from=start + timedelta(days=31), date_to=start + timedelta(days=62),
                    customers=("globex",)),
+        # A customer's histograms have months and weeks: these cut both, at each end.
+        TaskFilter(date_from=odd, date_to=odd + timedelta(days=75, hours=2), customers=("acme",)),
+        TaskFilter(date_from=odd, customers=("acme", "initech"), statuses=("completed",)),
     ]
 
 
@@ -213,6 +217,42 @@ def test_rollups_equal_a_full_recount_after_a_random_mix(conn):
             assert_rollups_exact(conn, flt)
     assert checked_pending and checked_folded
     assert stats.stats_summary_filtered(conn, TaskFilter()).total > 100
+
+
+def test_a_database_folded_before_customer_weeks_gets_their_histograms_exact(pg_server_dsn):
+    # Migration 36 adds a customer's week bins, built from what was folded; the marks still waiting
+    # fold into them afterwards like any other.
+    name = "quire_rollup_customer_weeks"
+    with db.connect(pg_server_dsn) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with db.connect(db.with_database(pg_server_dsn, name)) as conn:
+            migrate(conn, through=35)
+            make_agent(conn, "alpha")
+            make_agent(conn, "beta")
+            rng = random.Random(20261206)
+            start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=120)
+            mix = Mix(conn, rng, start)
+            for _ in range(300):
+                mix.step()
+                if rng.random() < 0.05:
+                    rollups.rollup_fold(conn)
+            rollups.rollup_fold(conn)
+            for _ in range(40):
+                mix.step()
+            assert rollups.rollup_pending_count(conn) > 0
+            assert migrate(conn) == [m.version for m in available() if m.version > 35]
+            weeks = conn.execute("SELECT count(*) AS n FROM task_rollup_bins WHERE grain = 'w'").fetchone()["n"]
+            assert weeks > 0
+            for flt in _filters(start):
+                assert_rollups_exact(conn, flt)
+            rollups.rollup_fold(conn)
+            for flt in _filters(start):
+                assert_rollups_exact(conn, flt)
+    finally:
+        with db.connect(pg_server_dsn) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_folds_racing_writers_stay_exact(db_dsn, connect):
