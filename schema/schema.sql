@@ -2036,7 +2036,7 @@ CREATE INDEX task_events_task_idx ON public.task_events USING btree (task_id, id
 -- Name: task_rollup_bins_customer; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX task_rollup_bins_customer ON public.task_rollup_bins USING btree (grain, customer, bucket) WHERE (NOT all_customers);
+CREATE INDEX task_rollup_bins_customer ON public.task_rollup_bins USING btree (grain, customer, bucket, status) WHERE (NOT all_customers);
 
 --
 -- Name: task_rollup_bins_key; Type: INDEX; Schema: public; Owner: -

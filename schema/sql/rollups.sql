@@ -23,7 +23,9 @@ SELECT EXISTS (SELECT 1 FROM rollup_dirty) AS waiting;
 -- name: rollup_key_statuses
 -- Fragment, not a query: the filters on rollup or contribution rows x, each composed in only when the
 -- filter sets it (schema.rollups.composed), so that a prepared read's one plan can use the indexes.
-x.status::text = ANY(%(statuses)s::text[])
+-- The status as the enum, not as text: an index with the status (task_rollup_bins_customer) can
+-- then skip other statuses' rows (app.inputs refuses a status that is none).
+x.status = ANY(%(statuses)s::task_status[])
 
 -- name: rollup_key_agents
 -- Fragment: the agent filter.
