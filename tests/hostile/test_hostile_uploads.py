@@ -61,13 +61,24 @@ def _part_head() -> bytes:
 
 
 def _answer(sock) -> str:
+    """The response, its head and then its body to the length the head declares: the body can come
+    in a segment of its own, after the head was read."""
     data = b""
     sock.settimeout(30)
-    while b"\r\n\r\n" not in data:
+
+    def more() -> bool:
+        nonlocal data
         part = sock.recv(65536)
-        if not part:
-            break
         data += part
+        return bool(part)
+
+    while b"\r\n\r\n" not in data and more():
+        pass
+    head = data.partition(b"\r\n\r\n")[0]
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(data) - len(head) - 4 < length and more():
+        pass
     return data.decode(errors="replace")
 
 
