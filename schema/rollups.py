@@ -84,6 +84,11 @@ def plan(date_from: datetime | None, date_to: datetime | None,
     def fits(start: datetime, grain: str) -> bool:
         return _floor(start, grain) == start and (date_to is None or _next(start, grain) <= date_to)
 
+    def cuts_a_month(week: datetime) -> bool:
+        """Whether the week from `week` crosses the start of a month that fits whole."""
+        month = _next(week, MONTH)
+        return MONTH in grains and month < _next(week, WEEK) and fits(month, MONTH)
+
     coarsest = grains[0]
     if date_from is None:
         if date_to is None:
@@ -96,8 +101,7 @@ def plan(date_from: datetime | None, date_to: datetime | None,
 
     while date_to is None or cur < date_to:
         for grain in grains:
-            if fits(cur, grain) and not (grain == WEEK and MONTH in grains
-                                         and _next(cur, MONTH) < _next(cur, WEEK) and fits(_next(cur, MONTH), MONTH)):
+            if fits(cur, grain) and not (grain == WEEK and cuts_a_month(cur)):
                 if date_to is None and grain == coarsest:
                     add(grain, cur, NEVER_AFTER)
                     return pieces

@@ -28,7 +28,8 @@ def test_a_plan_covers_the_range_once_in_whole_buckets_within_its_limits(grains)
     finest = grains[-1]
     for _ in range(400):
         lo, hi = sorted((_random_moment(rng), _random_moment(rng)))
-        date_from, date_to = rng.choice([(lo, hi), (lo, None), (None, hi), (lo, hi)])
+        # Bounded ranges half the time, an open end a quarter each.
+        date_from, date_to = rng.choice([(lo, hi), (lo, hi), (lo, None), (None, hi)])
         pieces = rollups.plan(date_from, date_to, grains)
         rollups.plan_params(date_from, date_to, grains)  # within the fragments' ranges per grain
         ranges = sorted((a, b, kind) for kind, spans in pieces.items() for a, b in spans)
