@@ -37,6 +37,9 @@ from schema.stats_types import (
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
         "compute_cost_usd", "unpriced", "compute_pending", "confidence_n", "confidence_sum")
 METRICS = ("l", "c", "a", "m", "s")
+# The totals are kept per status, per agent and per customer, each over every task the filter selects:
+# what the summary (by status) and the cost charts (by agent, by customer) show.
+DIMENSIONS = ("status", "agent", "customer")
 ORIGIN = CHART_ORIGIN  # throughput buckets start here, as in the direct read
 HOUR = timedelta(hours=1)
 
@@ -50,7 +53,8 @@ class Figures:
     live: bool                   # advanced by the log; else read again (pending marks included)
     bucket: timedelta            # the throughput chart's bucket
     first_created: datetime | None
-    totals: dict[tuple[str, str | None, str], dict[str, Any]] = field(default_factory=dict)  # agent, customer, status
+    totals: dict[str, dict[str | None, dict[str, Any]]] = field(  # {dimension: {key: sums}}
+        default_factory=lambda: {d: {} for d in DIMENSIONS})
     bins: dict[str, dict[int, int]] = field(default_factory=lambda: {m: {} for m in METRICS})
     throughput: dict[tuple[str, datetime], int] = field(default_factory=dict)  # (series, bucket start): tasks
     backlog: rollups.Backlog = rollups.Backlog(0, False)  # catching up: folded rows only, as of backlog.as_of
@@ -110,8 +114,8 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
         live = advance and advanceable(flt, bucket) and not backlog.catching_up
         params = {**params, "with_pending": not live and not backlog.catching_up}
         fig = Figures(flt=flt, fold_id=fold_id, live=live, bucket=bucket, first_created=first, backlog=backlog)
-        for r in rollups.totals(conn, params, all_customers=False):
-            fig.totals[(r["agent"], r["customer"], r["status"])] = {k: r[k] for k in SUMS}
+        for r in rollups.projected_totals(conn, params):
+            fig.totals[r["dimension"]][r["key"]] = {k: r[k] for k in SUMS}
         fig.bins = rollups.bins(conn, params)
         for r in rollups.throughput(conn, params, bucket=bucket, origin=ORIGIN, start=first):
             fig.throughput[(r["series"], r["bucket"])] = r["n"]
@@ -181,10 +185,10 @@ def _add(fig: Figures, rows: list[dict[str, Any]], bin_rows: list[dict[str, Any]
     for row in rows:
         if not _selects(fig.flt, row):
             continue
-        key = (row["agent"], row["customer"], row["status"])
-        sums = fig.totals.setdefault(key, dict.fromkeys(SUMS, 0))
-        for k in SUMS:
-            sums[k] += row[k]
+        for dimension in DIMENSIONS:
+            sums = fig.totals[dimension].setdefault(row[dimension], dict.fromkeys(SUMS, 0))
+            for k in SUMS:
+                sums[k] += row[k]
         if row["tasks"]:
             start = ("submitted", _bin_start(row["hour"], fig.bucket))
             fig.throughput[start] = fig.throughput.get(start, 0) + row["tasks"]
@@ -227,10 +231,9 @@ def current(fig: Figures, changes: Changes | None) -> Figures:
 
 def summary_of(fig: Figures, *, now: datetime | None = None) -> Summary:
     """The headline figures: exact counts and spend, percentiles from the histograms."""
-    rows = [s for s in fig.totals.values()]
-    counts = dict.fromkeys(STATUSES, 0)
-    for (_, _, status), sums in fig.totals.items():
-        counts[status] += sums["tasks"]
+    by_status = fig.totals["status"]
+    rows = list(by_status.values())
+    counts = {status: by_status[status]["tasks"] if status in by_status else 0 for status in STATUSES}
 
     def total(key: str) -> Any:
         return sum((r[key] for r in rows if r[key] is not None), 0)
@@ -256,14 +259,15 @@ def summary_of(fig: Figures, *, now: datetime | None = None) -> Summary:
 
 def charts_of(fig: Figures) -> Charts:
     """Throughput, cost by agent and customer, latency and confidence distributions."""
-    rows = [{"agent": agent, "customer": customer, "status": status, **sums}
-            for (agent, customer, status), sums in fig.totals.items() if sums["tasks"]]
+    def rows(dimension: str) -> list[dict[str, Any]]:
+        return [{dimension: key, **sums} for key, sums in fig.totals[dimension].items()]
     latency_bins = [{"lo": lo, "hi": hi, "n": n} for b, n in sorted(fig.bins["l"].items()) if n
                     for lo, hi in [rollups.bin_range("l", b)]]
     confidence_bins = [{"lo": (b - 1) / 10, "hi": b / 10, "n": n} for b, n in sorted(fig.bins["c"].items()) if n]
     throughput = [{"series": series, "bucket": start, "n": n}
                   for (series, start), n in sorted(fig.throughput.items(), key=lambda kv: (kv[0][1], kv[0][0])) if n]
     return Charts(bucket_seconds=int(fig.bucket.total_seconds()), throughput=throughput,
-                  cost_by_agent=cost_rows(rows, "agent"), cost_by_customer=cost_rows(rows, "customer", limit=30),
+                  cost_by_agent=cost_rows(rows("agent"), "agent"),
+                  cost_by_customer=cost_rows(rows("customer"), "customer", limit=30),
                   latency_bins=latency_bins, confidence_bins=confidence_bins,
                   catching_up=fig.backlog.catching_up, as_of=fig.backlog.as_of)

@@ -141,9 +141,9 @@ def composed(name: str, params: dict[str, Any]) -> sql.Composed:
         if used]
     in_range = [sql.SQL(q(fragment)) for fragment, used in (
         ("rollup_from", params.get("date_from")), ("rollup_to", params.get("date_to"))) if used is not None]
-    return sql.SQL(q(name)).format(
-        keys=_all(keys), in_range=_all(in_range),
-        segments=sql.SQL(q("rollup_segments")), raw=sql.SQL(q("rollup_raw")))
+    fragments = {"keys": _all(keys), "in_range": _all(in_range),
+                 "segments": sql.SQL(q("rollup_segments")), "raw": sql.SQL(q("rollup_raw"))}
+    return sql.SQL(q(name)).format(totals_rows=sql.SQL(q("rollup_totals_rows")).format(**fragments), **fragments)
 
 
 def _all(conditions: Sequence[sql.Composable]) -> sql.Composable:
@@ -241,6 +241,11 @@ def totals(conn: psycopg.Connection, flt_params: dict[str, Any], *,
            all_customers: bool | None = None) -> list[dict[str, Any]]:
     """Per agent, customer (None in the all-customers scope) and status: counts, spend, confidence."""
     return run(conn, "rollup_totals_by_key", filter_params(flt_params, TOTALS_GRAINS, all_customers=all_customers))
+
+
+def projected_totals(conn: psycopg.Connection, flt_params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The totals per status, per agent and per customer (`dimension`, `key`): what a dashboard shows."""
+    return run(conn, "rollup_totals_projected", filter_params(flt_params, TOTALS_GRAINS, all_customers=False))
 
 
 def bins(conn: psycopg.Connection, flt_params: dict[str, Any]) -> dict[str, dict[int, int]]:

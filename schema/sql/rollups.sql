@@ -86,9 +86,9 @@ SELECT (SELECT coalesce(sum(x.tasks), 0) FROM task_rollups x
         WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
      AS n;
 
--- name: rollup_totals_by_key
--- Counts, spend and confidence per agent, customer and status: folded rows of whole buckets, plus
--- (now minus last folded) for tasks marked since the last fold, plus the partial buckets read raw.
+-- name: rollup_totals_rows
+-- Fragment: the WITH clause the totals sum: folded rows of whole buckets, plus (now minus last
+-- folded) for tasks marked since the last fold, plus the partial buckets read raw.
 WITH pending AS (
     -- An array, not a join: see rollup_pending_contrib.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
@@ -117,6 +117,10 @@ WITH pending AS (
     FROM task_rollup_contrib x
     WHERE {raw} AND {keys}
 )
+
+-- name: rollup_totals_by_key
+-- Counts, spend and confidence per agent, customer and status.
+{totals_rows}
 SELECT agent, CASE WHEN %(all_customers)s THEN NULL ELSE customer END AS customer, status::text AS status,
        sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
        sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
@@ -128,6 +132,25 @@ FROM rows
 GROUP BY 1, 2, 3
 HAVING sum(tasks) <> 0
 ORDER BY 1, 2, 3;
+
+-- name: rollup_totals_projected
+-- The same sums per status, per agent and per customer: three projections in one read, which is all a
+-- dashboard shows (its counts and headline figures by status, its cost charts by agent and by
+-- customer). Not the agent x customer x status product: a thousand groups of twelve sums cost twice
+-- what the rows they sum do, and a thousand rows to the client more again (docs/BENCHMARKS.md).
+{totals_rows}
+SELECT CASE WHEN GROUPING(status) = 0 THEN 'status' WHEN GROUPING(agent) = 0 THEN 'agent' ELSE 'customer' END
+           AS dimension,
+       CASE WHEN GROUPING(status) = 0 THEN status::text WHEN GROUPING(agent) = 0 THEN agent ELSE customer END AS key,
+       sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
+       sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
+       sum(output_tokens)::bigint AS output_tokens, sum(llm_cost_usd) AS llm_cost_usd,
+       sum(compute_cost_usd) AS compute_cost_usd, sum(unpriced)::bigint AS unpriced,
+       sum(compute_pending)::bigint AS compute_pending, sum(confidence_n)::bigint AS confidence_n,
+       sum(confidence_sum) AS confidence_sum
+FROM rows
+GROUP BY GROUPING SETS ((status), (agent), (customer))
+ORDER BY 1, 2;
 
 -- name: rollup_bins_by_metric
 -- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.

@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 from schema import db, queue, rollups, stats, stats_types
 from schema.errors import QuireError
 from schema.migrate import available, migrate
+from schema.sql import q
 from schema.stats_types import CHART_ORIGIN, TaskFilter
 from tests.factories import make_agent, make_task
 
@@ -99,6 +100,9 @@ def assert_rollups_exact(conn, flt: TaskFilter) -> None:
     for r in _direct(conn, DIRECT_BINS, flt):
         expected_bins[r["metric"]][r["bin"]] = r["n"]
     assert bins == expected_bins, flt
+    charts = stats.stats_charts_filtered(conn, flt)
+    assert charts.cost_by_agent == _direct(conn, q("stats_cost_by_agent"), flt), flt
+    assert charts.cost_by_customer == _direct(conn, q("stats_cost_by_customer"), flt), flt
     by_agent = {}
     for r in rollups.totals(conn, flt.params()):
         by_agent[r["agent"]] = by_agent.get(r["agent"], 0) + r["tasks"]
