@@ -112,7 +112,8 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
         first = rollups.first_created(conn, params)
         bucket = bucket_for_span(params["date_from"] or first, params["date_to"] or (moment if first else None))
         live = advance and advanceable(flt, bucket) and not backlog.catching_up
-        params = {**params, "with_pending": not live and not backlog.catching_up}
+        # No mark in this snapshot: nothing to correct, and the corrections' branches are not planned.
+        params = {**params, "with_pending": not live and not backlog.catching_up and backlog.marks > 0}
         fig = Figures(flt=flt, fold_id=fold_id, live=live, bucket=bucket, first_created=first, backlog=backlog)
         for r in rollups.projected_totals(conn, params):
             fig.totals[r["dimension"]][r["key"]] = {k: r[k] for k in SUMS}

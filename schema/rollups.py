@@ -117,7 +117,7 @@ def plan(date_from: datetime | None, date_to: datetime | None,
 
 
 def plan_params(date_from: datetime | None, date_to: datetime | None, grains: tuple[str, ...]) -> dict[str, Any]:
-    """The %(m1_lo)s ... %(r4_hi)s parameters of the rollup_segments and rollup_raw fragments."""
+    """The %(m1_lo)s ... %(r4_hi)s parameters of the rollup_segment and rollup_raw_range fragments."""
     pieces = plan(date_from, date_to, grains)
     params: dict[str, Any] = {}
     for kind in (ALL, MONTH, WEEK, DAY, HOUR, "r"):
@@ -142,7 +142,8 @@ def composed(name: str, params: dict[str, Any]) -> sql.Composed:
     in_range = [sql.SQL(q(fragment)) for fragment, used in (
         ("rollup_from", params.get("date_from")), ("rollup_to", params.get("date_to"))) if used is not None]
     fragments = {"keys": _all(keys), "in_range": _all(in_range),
-                 "segments": sql.SQL(q("rollup_segments")), "raw": sql.SQL(q("rollup_raw"))}
+                 "segments": _any(q("rollup_segment"), params, (ALL, MONTH, WEEK, DAY, HOUR)),
+                 "raw": _any(q("rollup_raw_range"), params, ("r",))}
     return sql.SQL(q(name)).format(totals_rows=sql.SQL(q("rollup_totals_rows")).format(**fragments), **fragments)
 
 
@@ -150,9 +151,22 @@ def _all(conditions: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
 
 
+def _any(fragment: str, params: dict[str, Any], kinds: Sequence[str]) -> sql.Composable:
+    """The fragment once per range of these kinds the parameters hold (plan_params), OR'd; FALSE for none."""
+    arms = [sql.SQL(fragment).format(grain=sql.Literal(kind), lo=sql.Placeholder(f"{kind}{i}_lo"),
+                                     hi=sql.Placeholder(f"{kind}{i}_hi"))
+            for kind in kinds for i in range(1, 5)
+            if f"{kind}{i}_lo" in params and (params[f"{kind}{i}_lo"], params[f"{kind}{i}_hi"]) != EMPTY]
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(arms)) if arms else sql.SQL("FALSE")
+
+
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False."""
-    return run_query(conn, composed(name, params), {"with_pending": True, **params})
+    """Runs a rollup read; the marks not folded yet are added as corrections unless with_pending is False.
+
+    Never prepared: each read is planned for its own values, which drop the corrections' branches
+    when there are none. Once prepared, Postgres may switch a statement to one generic plan for every
+    value, which keeps every branch, and for some filters costs ten times as much (docs/BENCHMARKS.md)."""
+    return run_query(conn, composed(name, params), {"with_pending": True, **params}, prepare=False)
 
 
 def count(conn: psycopg.Connection, flt_params: dict[str, Any]) -> int:

@@ -141,13 +141,13 @@ def statement(conn: psycopg.Connection) -> AbstractContextManager[Any]:
 
 
 def run_query(conn: psycopg.Connection, query: str | bytes | SQL | Composed,
-              params: Params | None = None) -> list[dict]:
+              params: Params | None = None, *, prepare: bool | None = None) -> list[dict]:
     """Runs a query in `statement(conn)` and returns its rows as dicts, whatever the connection's
-    own row factory ([] for a statement without rows)."""
+    own row factory ([] for a statement without rows). `prepare`: as psycopg's (None: after a few runs)."""
     from psycopg.rows import dict_row
 
     with statement(conn), conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query, params or {})
+        cur.execute(query, params or {}, prepare=prepare)
         # Whether it returned rows, from rownumber (None without a result set), not description,
         # which builds an object per column on each call: about 40 µs for a claim's 37 columns.
         return cur.fetchall() if cur.rownumber is not None else []

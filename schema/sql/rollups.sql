@@ -39,28 +39,17 @@ x.customer = ANY(%(customers)s::text[])
 -- Fragment: the needs-review filter.
 x.review
 
--- name: rollup_segments
--- Fragment: the whole buckets a date range covers, at most two ranges per grain, four of days (schema/rollups.py).
--- One flat OR of (grain, bucket range) arms: each arm is an index range, so the scan is a BitmapOr.
-(   (x.grain = 'a' AND x.bucket >= %(a1_lo)s::timestamptz AND x.bucket < %(a1_hi)s::timestamptz)
- OR (x.grain = 'm' AND x.bucket >= %(m1_lo)s::timestamptz AND x.bucket < %(m1_hi)s::timestamptz)
- OR (x.grain = 'm' AND x.bucket >= %(m2_lo)s::timestamptz AND x.bucket < %(m2_hi)s::timestamptz)
- OR (x.grain = 'w' AND x.bucket >= %(w1_lo)s::timestamptz AND x.bucket < %(w1_hi)s::timestamptz)
- OR (x.grain = 'w' AND x.bucket >= %(w2_lo)s::timestamptz AND x.bucket < %(w2_hi)s::timestamptz)
- OR (x.grain = 'd' AND x.bucket >= %(d1_lo)s::timestamptz AND x.bucket < %(d1_hi)s::timestamptz)
- OR (x.grain = 'd' AND x.bucket >= %(d2_lo)s::timestamptz AND x.bucket < %(d2_hi)s::timestamptz)
- OR (x.grain = 'd' AND x.bucket >= %(d3_lo)s::timestamptz AND x.bucket < %(d3_hi)s::timestamptz)
- OR (x.grain = 'd' AND x.bucket >= %(d4_lo)s::timestamptz AND x.bucket < %(d4_hi)s::timestamptz)
- OR (x.grain = 'h' AND x.bucket >= %(h1_lo)s::timestamptz AND x.bucket < %(h1_hi)s::timestamptz)
- OR (x.grain = 'h' AND x.bucket >= %(h2_lo)s::timestamptz AND x.bucket < %(h2_hi)s::timestamptz))
+-- name: rollup_segment
+-- Fragment: one range of whole buckets of one grain. schema.rollups.composed ORs together the ranges a
+-- date range covers (schema.rollups.plan), and only those: each is an index range, so the scan is a
+-- BitmapOr of them, and an arm for a range a filter does not have would cost its planning and an
+-- index probe on every read. No range at all is FALSE.
+(x.grain = {grain} AND x.bucket >= {lo}::timestamptz AND x.bucket < {hi}::timestamptz)
 
--- name: rollup_raw
--- Fragment: the partial buckets at the ends of a date range, read from the tasks themselves (at most
--- two ranges at each end: schema.rollups.plan).
-((x.created_at >= %(r1_lo)s::timestamptz AND x.created_at < %(r1_hi)s::timestamptz)
- OR (x.created_at >= %(r2_lo)s::timestamptz AND x.created_at < %(r2_hi)s::timestamptz)
- OR (x.created_at >= %(r3_lo)s::timestamptz AND x.created_at < %(r3_hi)s::timestamptz)
- OR (x.created_at >= %(r4_lo)s::timestamptz AND x.created_at < %(r4_hi)s::timestamptz))
+-- name: rollup_raw_range
+-- Fragment: one partial bucket at an end of a date range, read from the tasks themselves; OR'd like
+-- the segments (at most two ranges at each end: schema.rollups.plan), and FALSE when there is none.
+(x.created_at >= {lo}::timestamptz AND x.created_at < {hi}::timestamptz)
 
 -- name: rollup_from
 -- Fragment: the filter's own date range on a task's created_at, its start (composed in when set).
