@@ -37,9 +37,10 @@ from schema.stats_types import (
 SUMS = ("tasks", "attempted", "attempts", "with_usage", "input_tokens", "output_tokens", "llm_cost_usd",
         "compute_cost_usd", "unpriced", "compute_pending", "confidence_n", "confidence_sum")
 METRICS = ("l", "c", "a", "m", "s")
-# The totals are kept per status, per agent and per customer, each over every task the filter selects:
-# what the summary (by status) and the cost charts (by agent, by customer) show.
-DIMENSIONS = ("status", "agent", "customer")
+# The totals are kept per status and per agent, each over every task the filter selects, and the spend
+# per customer: what the summary (by status) and the cost charts (by agent, by customer) show.
+COST_SUMS = ("attempted", "input_tokens", "output_tokens", "llm_cost_usd", "compute_cost_usd")
+DIMENSIONS = {"status": SUMS, "agent": SUMS, "customer": COST_SUMS}
 ORIGIN = CHART_ORIGIN  # throughput buckets start here, as in the direct read
 HOUR = timedelta(hours=1)
 
@@ -116,7 +117,7 @@ def figures_read(conn: psycopg.Connection, flt: TaskFilter, *, now: datetime | N
         params = {**params, "with_pending": not live and not backlog.catching_up and backlog.marks > 0}
         fig = Figures(flt=flt, fold_id=fold_id, live=live, bucket=bucket, first_created=first, backlog=backlog)
         for r in rollups.projected_totals(conn, params):
-            fig.totals[r["dimension"]][r["key"]] = {k: r[k] for k in SUMS}
+            fig.totals[r["dimension"]][r["key"]] = {k: r[k] for k in DIMENSIONS[r["dimension"]]}
         fig.bins = rollups.bins(conn, params)
         for r in rollups.throughput(conn, params, bucket=bucket, origin=ORIGIN, start=first):
             fig.throughput[(r["series"], r["bucket"])] = r["n"]
@@ -186,9 +187,9 @@ def _add(fig: Figures, rows: list[dict[str, Any]], bin_rows: list[dict[str, Any]
     for row in rows:
         if not _selects(fig.flt, row):
             continue
-        for dimension in DIMENSIONS:
-            sums = fig.totals[dimension].setdefault(row[dimension], dict.fromkeys(SUMS, 0))
-            for k in SUMS:
+        for dimension, keys in DIMENSIONS.items():
+            sums = fig.totals[dimension].setdefault(row[dimension], dict.fromkeys(keys, 0))
+            for k in keys:
                 sums[k] += row[k]
         if row["tasks"]:
             start = ("submitted", _bin_start(row["hour"], fig.bucket))

@@ -258,8 +258,10 @@ def totals(conn: psycopg.Connection, flt_params: dict[str, Any], *,
 
 
 def projected_totals(conn: psycopg.Connection, flt_params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The totals per status, per agent and per customer (`dimension`, `key`): what a dashboard shows."""
-    return run(conn, "rollup_totals_projected", filter_params(flt_params, TOTALS_GRAINS, all_customers=False))
+    """What a dashboard shows of the totals (`dimension`, `key`, sums): every sum per status and per
+    agent, and spend per customer (the sums of stats_types.cost_rows)."""
+    return (run(conn, "rollup_totals_by_status_and_agent", filter_params(flt_params, TOTALS_GRAINS))
+            + run(conn, "rollup_cost_by_customer", filter_params(flt_params, TOTALS_GRAINS, all_customers=False)))
 
 
 def bins(conn: psycopg.Connection, flt_params: dict[str, Any]) -> dict[str, dict[int, int]]:

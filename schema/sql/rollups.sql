@@ -122,15 +122,13 @@ GROUP BY 1, 2, 3
 HAVING sum(tasks) <> 0
 ORDER BY 1, 2, 3;
 
--- name: rollup_totals_projected
--- The same sums per status, per agent and per customer: three projections in one read, which is all a
--- dashboard shows (its counts and headline figures by status, its cost charts by agent and by
--- customer). Not the agent x customer x status product: a thousand groups of twelve sums cost twice
--- what the rows they sum do, and a thousand rows to the client more again (docs/BENCHMARKS.md).
+-- name: rollup_totals_by_status_and_agent
+-- The same sums per status and per agent (`dimension`, `key`): a dashboard's counts and headline
+-- figures, and its cost by agent. Two projections, not the agent x status product (with customers,
+-- a thousand groups of twelve sums cost twice what the rows they sum do: docs/BENCHMARKS.md).
 {totals_rows}
-SELECT CASE WHEN GROUPING(status) = 0 THEN 'status' WHEN GROUPING(agent) = 0 THEN 'agent' ELSE 'customer' END
-           AS dimension,
-       CASE WHEN GROUPING(status) = 0 THEN status::text WHEN GROUPING(agent) = 0 THEN agent ELSE customer END AS key,
+SELECT CASE WHEN GROUPING(status) = 0 THEN 'status' ELSE 'agent' END AS dimension,
+       CASE WHEN GROUPING(status) = 0 THEN status::text ELSE agent END AS key,
        sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
        sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
        sum(output_tokens)::bigint AS output_tokens, sum(llm_cost_usd) AS llm_cost_usd,
@@ -138,8 +136,19 @@ SELECT CASE WHEN GROUPING(status) = 0 THEN 'status' WHEN GROUPING(agent) = 0 THE
        sum(compute_pending)::bigint AS compute_pending, sum(confidence_n)::bigint AS confidence_n,
        sum(confidence_sum) AS confidence_sum
 FROM rows
-GROUP BY GROUPING SETS ((status), (agent), (customer))
+GROUP BY GROUPING SETS ((status), (agent))
 ORDER BY 1, 2;
+
+-- name: rollup_cost_by_customer
+-- Spend per customer, the sums a dashboard's cost by customer shows, read from the per-customer rows
+-- (the status and agent figures come from the all-customers rows, a fiftieth as many with fifty customers).
+{totals_rows}
+SELECT 'customer' AS dimension, customer AS key, sum(attempted)::bigint AS attempted,
+       sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
+       sum(llm_cost_usd) AS llm_cost_usd, sum(compute_cost_usd) AS compute_cost_usd
+FROM rows
+GROUP BY customer
+ORDER BY 2;
 
 -- name: rollup_bins_by_metric
 -- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.
