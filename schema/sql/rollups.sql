@@ -124,8 +124,9 @@ ORDER BY 1, 2, 3;
 
 -- name: rollup_totals_by_status_and_agent
 -- The same sums per status and per agent (`dimension`, `key`): a dashboard's counts and headline
--- figures, and its cost by agent. Two projections, not the agent x status product (with customers,
--- a thousand groups of twelve sums cost twice what the rows they sum do: docs/BENCHMARKS.md).
+-- figures, and its cost by agent, in the filter's own scope. Projections, not a product: read per
+-- agent, customer and status, a thousand groups of twelve sums cost twice what the rows they sum do,
+-- and a thousand rows to the client as much again (docs/BENCHMARKS.md).
 {totals_rows}
 SELECT CASE WHEN GROUPING(status) = 0 THEN 'status' ELSE 'agent' END AS dimension,
        CASE WHEN GROUPING(status) = 0 THEN status::text ELSE agent END AS key,
@@ -140,8 +141,9 @@ GROUP BY GROUPING SETS ((status), (agent))
 ORDER BY 1, 2;
 
 -- name: rollup_cost_by_customer
--- Spend per customer, the sums a dashboard's cost by customer shows, read from the per-customer rows
--- (the status and agent figures come from the all-customers rows, a fiftieth as many with fifty customers).
+-- Spend per customer, the sums a dashboard's cost by customer shows, from the per-customer rows. (A
+-- filter without customers reads its status and agent figures from the all-customers rows: over 90
+-- days of the benchmark's million tasks, 243 rows instead of 8,323.)
 {totals_rows}
 SELECT 'customer' AS dimension, customer AS key, sum(attempted)::bigint AS attempted,
        sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
