@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -312,6 +313,30 @@ def test_a_date_range_splits_into_whole_buckets_and_raw_ends():
                            (datetime(2024, 7, 2, 3, tzinfo=utc), datetime(2024, 7, 2, 3, 15, tzinfo=utc))]
     everything = rollups.plan(None, None, ("m", "d"))
     assert everything["m"] == [(rollups.NEVER_BEFORE, rollups.NEVER_AFTER)] and everything["r"] == []
+
+
+def test_a_read_plans_only_the_ranges_its_dates_have_and_is_never_prepared(conn):
+    make_agent(conn, "alpha")
+    make_task(conn, "alpha", customer="acme")
+    rollups.rollup_fold(conn)
+
+    def ranges_in(flt: TaskFilter) -> tuple[set[str], set[str]]:
+        params = rollups.filter_params({**flt.params(), "with_pending": False}, rollups.TOTALS_GRAINS)
+        text = rollups.composed("rollup_totals_by_status_and_agent", params).as_string(conn)
+        planned = rollups.plan(flt.date_from, flt.date_to, rollups.TOTALS_GRAINS[True])
+        want = {f"{kind}{i}" for kind, spans in planned.items() for i in range(1, len(spans) + 1)}
+        return set(re.findall(r"%\((\w\d)_lo\)s", text)), want
+
+    got, want = ranges_in(TaskFilter())
+    assert got == want == {"a1"}  # every task: the all-time bucket alone, nothing raw
+    odd = datetime(2026, 3, 5, 10, 30, tzinfo=UTC)
+    got, want = ranges_in(TaskFilter(date_from=odd, date_to=odd + timedelta(days=40, minutes=20)))
+    # Hours to midnight, days to Monday, five weeks, a day, hours, and a raw part at each end.
+    assert got == want == {"h1", "d1", "w1", "d2", "h2", "r1", "r2"}, got
+    for _ in range(8):  # psycopg prepares a statement on its fifth run
+        assert stats.stats_summary_filtered(conn, TaskFilter(customers=("acme",))).total == 1
+    prepared = [r["statement"] for r in conn.execute("SELECT statement FROM pg_prepared_statements")]
+    assert prepared and not [s for s in prepared if "task_rollups" in s]
 
 
 def test_percentiles_come_from_the_bins():
