@@ -251,10 +251,10 @@ def percentile(metric: str, bins: dict[int, int], p: float) -> float | None:
     return bin_range(metric, max(bins))[1]
 
 
-def totals(conn: psycopg.Connection, flt_params: dict[str, Any], *,
-           all_customers: bool | None = None) -> list[dict[str, Any]]:
-    """Per agent, customer (None in the all-customers scope) and status: counts, spend, confidence."""
-    return run(conn, "rollup_totals_by_key", filter_params(flt_params, TOTALS_GRAINS, all_customers=all_customers))
+def totals(conn: psycopg.Connection, flt_params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per agent, customer (None in the all-customers scope) and status: counts, spend, confidence
+    (/metrics and the status counts; a dashboard reads projected_totals)."""
+    return run(conn, "rollup_totals_by_key", filter_params(flt_params, TOTALS_GRAINS))
 
 
 def projected_totals(conn: psycopg.Connection, flt_params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -108,7 +108,7 @@ WITH pending AS (
 )
 
 -- name: rollup_totals_by_key
--- Counts, spend and confidence per agent, customer and status.
+-- Counts, spend and confidence per agent, customer and status (/metrics and the status counts).
 {totals_rows}
 SELECT agent, CASE WHEN %(all_customers)s THEN NULL ELSE customer END AS customer, status::text AS status,
        sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
