@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -141,14 +142,27 @@ def composed(name: str, params: dict[str, Any]) -> sql.Composed:
         if used]
     in_range = [sql.SQL(q(fragment)) for fragment, used in (
         ("rollup_from", params.get("date_from")), ("rollup_to", params.get("date_to"))) if used is not None]
-    fragments = {"keys": _all(keys), "in_range": _all(in_range),
-                 "segments": _any(q("rollup_segment"), params, (ALL, MONTH, WEEK, DAY, HOUR)),
-                 "raw": _any(q("rollup_raw_range"), params, ("r",))}
-    return sql.SQL(q(name)).format(totals_rows=sql.SQL(q("rollup_totals_rows")).format(**fragments), **fragments)
+    raw = _any(q("rollup_raw_range"), params, ("r",))
+    blocks = {"pending": params.get("with_pending", True), "raw": raw != FALSE}
+    fragments = {"keys": _all(keys), "in_range": _all(in_range), "raw": raw,
+                 "segments": _any(q("rollup_segment"), params, (ALL, MONTH, WEEK, DAY, HOUR))}
+    return sql.SQL(_kept(q(name), blocks)).format(
+        totals_rows=sql.SQL(_kept(q("rollup_totals_rows"), blocks)).format(**fragments), **fragments)
+
+
+def _kept(text: str, blocks: dict[str, bool]) -> str:
+    """The query with each {if_NAME} ... {end_NAME} block's text kept or dropped as blocks[NAME] says."""
+    return BLOCK.sub(lambda m: m.group(2) if blocks[m.group(1)] else "", text)
 
 
 def _all(conditions: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(" AND ").join(conditions)) if conditions else sql.SQL("TRUE")
+
+
+FALSE = sql.SQL("FALSE")
+# A branch of a rollup read that only some reads need: the corrections for the marks not folded yet
+# (`pending`), and the partial buckets read from the tasks (`raw`).
+BLOCK = re.compile(r"\{if_(\w+)\}(.*?)\{end_\1\}", re.DOTALL)
 
 
 def _any(fragment: str, params: dict[str, Any], kinds: Sequence[str]) -> sql.Composable:
@@ -157,7 +171,7 @@ def _any(fragment: str, params: dict[str, Any], kinds: Sequence[str]) -> sql.Com
                                      hi=sql.Placeholder(f"{kind}{i}_hi"))
             for kind in kinds for i in range(1, 5)
             if f"{kind}{i}_lo" in params and (params[f"{kind}{i}_lo"], params[f"{kind}{i}_hi"]) != EMPTY]
-    return sql.SQL("({})").format(sql.SQL(" OR ").join(arms)) if arms else sql.SQL("FALSE")
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(arms)) if arms else FALSE
 
 
 def run(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -64,20 +64,26 @@ x.created_at < %(date_to)s::timestamptz
 -- the key columns only: no task's attempts are read, and the statement is small to plan.
 WITH pending AS (
     -- An array, not a join: see rollup_pending_contrib.
-    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty WHERE %(with_pending)s::boolean) AS ids
+    SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
 )
 SELECT (SELECT coalesce(sum(x.tasks), 0) FROM task_rollups x
         WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys})
+{if_raw}
      + (SELECT count(*) FROM tasks_with_review x WHERE {raw} AND {keys})
+{end_raw}
+{if_pending}
      + (SELECT count(*) FROM tasks_with_review x
         WHERE x.id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
      - (SELECT count(*) FROM rollup_task_state x
         WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw})
+{end_pending}
      AS n;
 
 -- name: rollup_totals_rows
 -- Fragment: the WITH clause the totals sum: folded rows of whole buckets, plus (now minus last
--- folded) for tasks marked since the last fold, plus the partial buckets read raw.
+-- folded) for tasks marked since the last fold, plus the partial buckets read raw. The blocks
+-- {if_pending} and {if_raw} are composed in only when the read has marks or raw ends
+-- (schema.rollups.composed): a branch that is not there is not planned either.
 WITH pending AS (
     -- An array, not a join: see rollup_pending_contrib.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
@@ -87,24 +93,28 @@ WITH pending AS (
            x.confidence_n, x.confidence_sum
     FROM task_rollups x
     WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys}
+{if_pending}
     UNION ALL
     SELECT x.agent, x.customer, x.status, 1, x.attempted, x.attempts, x.with_usage, x.input_tokens,
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
            x.confidence_n, x.confidence_sum
     FROM task_rollup_contrib x
-    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.agent, x.customer, x.status, -1, -x.attempted, -x.attempts, -x.with_usage, -x.input_tokens,
            -x.output_tokens, -x.llm_cost_usd, -x.compute_cost_usd, -x.unpriced, -x.compute_pending,
            -x.confidence_n, -x.confidence_sum
     FROM rollup_task_state x
-    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+{end_pending}
+{if_raw}
     UNION ALL
     SELECT x.agent, x.customer, x.status, 1, x.attempted, x.attempts, x.with_usage, x.input_tokens,
            x.output_tokens, x.llm_cost_usd, x.compute_cost_usd, x.unpriced, x.compute_pending,
            x.confidence_n, x.confidence_sum
     FROM task_rollup_contrib x
     WHERE {raw} AND {keys}
+{end_raw}
 )
 
 -- name: rollup_totals_by_key
@@ -153,35 +163,38 @@ GROUP BY customer
 ORDER BY 2;
 
 -- name: rollup_bins_by_metric
--- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals.
+-- Histogram bins (latency, confidence, LLM, compute and total spend per task), read like the totals;
+-- a task's own bins are unnested to (metric, bin) rows, one per metric it has.
 WITH pending AS (
     -- An array, not a join: see rollup_pending_contrib.
     SELECT ARRAY(SELECT DISTINCT task_id FROM rollup_dirty) AS ids
-), contrib AS (
-    SELECT 1 AS sign, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
-    FROM task_rollup_contrib x
-    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
-    UNION ALL
-    SELECT -1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
-    FROM rollup_task_state x
-    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
-    UNION ALL
-    SELECT 1, x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin
-    FROM task_rollup_contrib x
-    WHERE {raw} AND {keys}
 ), rows AS (
     SELECT x.metric, x.bin, x.n
     FROM task_rollup_bins x
     WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys}
+{if_pending}
     UNION ALL
-    SELECT m.metric, m.bin, c.sign
-    FROM contrib c
-    CROSS JOIN LATERAL (VALUES ('l'::"char", c.latency_bin), ('c', c.confidence_bin), ('a', c.llm_bin),
-                               ('m', c.compute_bin), ('s', c.spend_bin)) m (metric, bin)
-    WHERE m.bin IS NOT NULL
+    SELECT unnest('{{l,c,a,m,s}}'::"char"[]),
+           unnest(ARRAY[x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin]), 1
+    FROM task_rollup_contrib x
+    WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+    UNION ALL
+    SELECT unnest('{{l,c,a,m,s}}'::"char"[]),
+           unnest(ARRAY[x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin]), -1
+    FROM rollup_task_state x
+    WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+{end_pending}
+{if_raw}
+    UNION ALL
+    SELECT unnest('{{l,c,a,m,s}}'::"char"[]),
+           unnest(ARRAY[x.latency_bin, x.confidence_bin, x.llm_bin, x.compute_bin, x.spend_bin]), 1
+    FROM task_rollup_contrib x
+    WHERE {raw} AND {keys}
+{end_raw}
 )
 SELECT metric::text AS metric, bin, sum(n)::bigint AS n
 FROM rows
+WHERE bin IS NOT NULL
 GROUP BY 1, 2
 HAVING sum(n) <> 0
 ORDER BY 1, 2;
@@ -195,18 +208,22 @@ WITH pending AS (
     SELECT x.bucket AS created, x.finished, x.status, x.tasks
     FROM task_rollups x
     WHERE x.all_customers = %(all_customers)s AND {segments} AND {keys}
+{if_pending}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, 1
     FROM task_rollup_contrib x
-    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, -1
     FROM rollup_task_state x
-    WHERE %(with_pending)s::boolean AND x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+    WHERE x.task_id = ANY((SELECT ids FROM pending)::bigint[]) AND {keys} AND {in_range} AND NOT {raw}
+{end_pending}
+{if_raw}
     UNION ALL
     SELECT x.created_at, x.finished_at, x.status, 1
     FROM tasks_with_review x
     WHERE {raw} AND {keys}
+{end_raw}
 )
 SELECT 'submitted' AS series, date_bin(%(bucket)s::interval, created, %(origin)s::timestamptz) AS bucket,
        sum(tasks)::bigint AS n
