@@ -315,24 +315,28 @@ def test_a_date_range_splits_into_whole_buckets_and_raw_ends():
     assert everything["m"] == [(rollups.NEVER_BEFORE, rollups.NEVER_AFTER)] and everything["r"] == []
 
 
-def test_a_read_plans_only_the_ranges_its_dates_have_and_is_never_prepared(conn):
+def test_a_read_plans_only_the_ranges_and_branches_it_has_and_is_never_prepared(conn):
     make_agent(conn, "alpha")
     make_task(conn, "alpha", customer="acme")
     rollups.rollup_fold(conn)
 
-    def ranges_in(flt: TaskFilter) -> tuple[set[str], set[str]]:
-        params = rollups.filter_params({**flt.params(), "with_pending": False}, rollups.TOTALS_GRAINS)
+    def ranges_in(flt: TaskFilter, *, pending: bool) -> tuple[set[str], set[str], str]:
+        params = rollups.filter_params({**flt.params(), "with_pending": pending}, rollups.TOTALS_GRAINS)
         text = rollups.composed("rollup_totals_by_status_and_agent", params).as_string(conn)
         planned = rollups.plan(flt.date_from, flt.date_to, rollups.TOTALS_GRAINS[True])
         want = {f"{kind}{i}" for kind, spans in planned.items() for i in range(1, len(spans) + 1)}
-        return set(re.findall(r"%\((\w\d)_lo\)s", text)), want
+        return set(re.findall(r"%\((\w\d)_lo\)s", text)), want, text
 
-    got, want = ranges_in(TaskFilter())
+    got, want, text = ranges_in(TaskFilter(), pending=False)
     assert got == want == {"a1"}  # every task: the all-time bucket alone, nothing raw
+    # No raw end and no mark: neither the tasks nor the folded states are named, so not planned.
+    assert "task_rollup_contrib" not in text and "rollup_task_state" not in text
     odd = datetime(2026, 3, 5, 10, 30, tzinfo=UTC)
-    got, want = ranges_in(TaskFilter(date_from=odd, date_to=odd + timedelta(days=40, minutes=20)))
+    got, want, text = ranges_in(TaskFilter(date_from=odd, date_to=odd + timedelta(days=40, minutes=20)),
+                                pending=True)
     # Hours to midnight, days to Monday, five weeks, a day, hours, and a raw part at each end.
     assert got == want == {"h1", "d1", "w1", "d2", "h2", "r1", "r2"}, got
+    assert text.count("task_rollup_contrib") == 2 and text.count("rollup_task_state") == 1
     for _ in range(8):  # psycopg prepares a statement on its fifth run
         assert stats.stats_summary_filtered(conn, TaskFilter(customers=("acme",))).total == 1
     prepared = [r["statement"] for r in conn.execute("SELECT statement FROM pg_prepared_statements")]
