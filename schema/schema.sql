@@ -1718,6 +1718,44 @@ CREATE TABLE public.task_rollup_bins (
     review boolean DEFAULT false NOT NULL,
     CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'm'::"char", 'w'::"char", 'd'::"char"])))
 )
+PARTITION BY LIST (all_customers);
+
+--
+-- Name: task_rollup_bins_all; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_rollup_bins_all (
+    all_customers boolean CONSTRAINT task_rollup_bins_all_customers_not_null NOT NULL,
+    grain "char" CONSTRAINT task_rollup_bins_grain_not_null NOT NULL,
+    bucket timestamp with time zone CONSTRAINT task_rollup_bins_bucket_not_null NOT NULL,
+    agent text CONSTRAINT task_rollup_bins_agent_not_null NOT NULL,
+    customer text,
+    status public.task_status CONSTRAINT task_rollup_bins_status_not_null NOT NULL,
+    metric "char" CONSTRAINT task_rollup_bins_metric_not_null NOT NULL,
+    bin smallint CONSTRAINT task_rollup_bins_bin_not_null NOT NULL,
+    n bigint CONSTRAINT task_rollup_bins_n_not_null NOT NULL,
+    review boolean DEFAULT false CONSTRAINT task_rollup_bins_review_not_null NOT NULL,
+    CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'm'::"char", 'w'::"char", 'd'::"char"])))
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
+
+--
+-- Name: task_rollup_bins_per_customer; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_rollup_bins_per_customer (
+    all_customers boolean CONSTRAINT task_rollup_bins_all_customers_not_null NOT NULL,
+    grain "char" CONSTRAINT task_rollup_bins_grain_not_null NOT NULL,
+    bucket timestamp with time zone CONSTRAINT task_rollup_bins_bucket_not_null NOT NULL,
+    agent text CONSTRAINT task_rollup_bins_agent_not_null NOT NULL,
+    customer text,
+    status public.task_status CONSTRAINT task_rollup_bins_status_not_null NOT NULL,
+    metric "char" CONSTRAINT task_rollup_bins_metric_not_null NOT NULL,
+    bin smallint CONSTRAINT task_rollup_bins_bin_not_null NOT NULL,
+    n bigint CONSTRAINT task_rollup_bins_n_not_null NOT NULL,
+    review boolean DEFAULT false CONSTRAINT task_rollup_bins_review_not_null NOT NULL,
+    CONSTRAINT task_rollup_bins_grain_check CHECK ((grain = ANY (ARRAY['a'::"char", 'm'::"char", 'w'::"char", 'd'::"char"])))
+)
 WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02');
 
 --
@@ -1827,6 +1865,18 @@ CREATE VIEW public.tasks_with_review AS
     status,
     public.quire_needs_review(status, confidence) AS review
    FROM public.tasks t;
+
+--
+-- Name: task_rollup_bins_all; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_rollup_bins ATTACH PARTITION public.task_rollup_bins_all FOR VALUES IN (true);
+
+--
+-- Name: task_rollup_bins_per_customer; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_rollup_bins ATTACH PARTITION public.task_rollup_bins_per_customer FOR VALUES IN (false);
 
 --
 -- Name: agent_token_rates agent_token_rates_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2033,18 +2083,40 @@ CREATE INDEX task_attempts_window_idx ON public.task_attempts USING btree (agent
 CREATE INDEX task_events_task_idx ON public.task_events USING btree (task_id, id);
 
 --
--- Name: task_rollup_bins_customer; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX task_rollup_bins_customer ON public.task_rollup_bins USING btree (grain, customer, bucket, status) WHERE (NOT all_customers);
-
---
 -- Name: task_rollup_bins_key; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX task_rollup_bins_key ON public.task_rollup_bins USING btree (all_customers, grain, bucket, agent, customer, status, review, metric, bin) NULLS NOT DISTINCT;
+CREATE UNIQUE INDEX task_rollup_bins_key ON ONLY public.task_rollup_bins USING btree (all_customers, grain, bucket, agent, customer, status, review, metric, bin) NULLS NOT DISTINCT;
 
-ALTER TABLE public.task_rollup_bins CLUSTER ON task_rollup_bins_key;
+--
+-- Name: task_rollup_bins_all_all_customers_grain_bucket_agent_custo_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX task_rollup_bins_all_all_customers_grain_bucket_agent_custo_idx ON public.task_rollup_bins_all USING btree (all_customers, grain, bucket, agent, customer, status, review, metric, bin) NULLS NOT DISTINCT;
+
+--
+-- Name: task_rollup_bins_customer; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX task_rollup_bins_customer ON ONLY public.task_rollup_bins USING btree (grain, customer, bucket, status) WHERE (NOT all_customers);
+
+--
+-- Name: task_rollup_bins_all_grain_customer_bucket_status_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX task_rollup_bins_all_grain_customer_bucket_status_idx ON public.task_rollup_bins_all USING btree (grain, customer, bucket, status) WHERE (NOT all_customers);
+
+--
+-- Name: task_rollup_bins_per_customer_all_customers_grain_bucket_ag_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX task_rollup_bins_per_customer_all_customers_grain_bucket_ag_idx ON public.task_rollup_bins_per_customer USING btree (all_customers, grain, bucket, agent, customer, status, review, metric, bin) NULLS NOT DISTINCT;
+
+--
+-- Name: task_rollup_bins_per_customer_grain_customer_bucket_status_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX task_rollup_bins_per_customer_grain_customer_bucket_status_idx ON public.task_rollup_bins_per_customer USING btree (grain, customer, bucket, status) WHERE (NOT all_customers);
 
 --
 -- Name: task_rollups_customer; Type: INDEX; Schema: public; Owner: -
@@ -2137,6 +2209,30 @@ CREATE INDEX tasks_processing_idx ON public.tasks USING btree (agent, lease_expi
 --
 
 CREATE INDEX tasks_sha256_idx ON public.tasks USING btree (document_sha256) WHERE (document_sha256 IS NOT NULL);
+
+--
+-- Name: task_rollup_bins_all_all_customers_grain_bucket_agent_custo_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.task_rollup_bins_key ATTACH PARTITION public.task_rollup_bins_all_all_customers_grain_bucket_agent_custo_idx;
+
+--
+-- Name: task_rollup_bins_all_grain_customer_bucket_status_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.task_rollup_bins_customer ATTACH PARTITION public.task_rollup_bins_all_grain_customer_bucket_status_idx;
+
+--
+-- Name: task_rollup_bins_per_customer_all_customers_grain_bucket_ag_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.task_rollup_bins_key ATTACH PARTITION public.task_rollup_bins_per_customer_all_customers_grain_bucket_ag_idx;
+
+--
+-- Name: task_rollup_bins_per_customer_grain_customer_bucket_status_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.task_rollup_bins_customer ATTACH PARTITION public.task_rollup_bins_per_customer_grain_customer_bucket_status_idx;
 
 --
 -- Name: agents agents_deleted; Type: TRIGGER; Schema: public; Owner: -

@@ -224,9 +224,9 @@ def test_rollups_equal_a_full_recount_after_a_random_mix(conn):
     assert stats.stats_summary_filtered(conn, TaskFilter()).total > 100
 
 
-def test_a_database_folded_before_customer_weeks_gets_their_histograms_exact(pg_server_dsn):
+def test_a_database_folded_before_customer_weeks_and_scope_partitions_reads_exact_figures(pg_server_dsn):
     # Migration 36 adds a customer's week bins, built from what was folded; the marks still waiting
-    # fold into them afterwards like any other.
+    # fold into them afterwards like any other. Migration 37 moves the bins into a partition per scope.
     name = "quire_rollup_customer_weeks"
     with db.connect(pg_server_dsn) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -250,6 +250,13 @@ def test_a_database_folded_before_customer_weeks_gets_their_histograms_exact(pg_
             assert migrate(conn) == [m.version for m in available() if m.version > 35]
             weeks = conn.execute("SELECT count(*) AS n FROM task_rollup_bins WHERE grain = 'w'").fetchone()["n"]
             assert weeks > 0
+            partitions = {r["part"]: r["n"] for r in conn.execute(
+                "SELECT tableoid::regclass::text AS part, count(*) AS n FROM task_rollup_bins GROUP BY 1")}
+            assert set(partitions) == {"task_rollup_bins_all", "task_rollup_bins_per_customer"}, partitions
+            params = rollups.filter_params({**TaskFilter().params(), "with_pending": False}, rollups.BINS_GRAINS)
+            query = rollups.composed("rollup_bins_by_metric", params).as_string(conn)
+            plan = " ".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + query, params))
+            assert "task_rollup_bins_all" in plan and "task_rollup_bins_per_customer" not in plan, plan
             for flt in _filters(start):
                 assert_rollups_exact(conn, flt)
             rollups.rollup_fold(conn)
