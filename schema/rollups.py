@@ -146,8 +146,11 @@ def composed(name: str, params: dict[str, Any]) -> sql.Composed:
     blocks = {"pending": params.get("with_pending", True), "raw": raw != FALSE}
     fragments = {"keys": _all(keys), "in_range": _all(in_range), "raw": raw,
                  "segments": _any(q("rollup_segment"), params, (ALL, MONTH, WEEK, DAY, HOUR))}
-    return sql.SQL(_kept(q(name), blocks)).format(
-        totals_rows=sql.SQL(_kept(q("rollup_totals_rows"), blocks)).format(**fragments), **fragments)
+    text = _kept(q(name), blocks)
+    if "{totals_rows}" in text:  # the totals' reads: their shared rows and sums
+        fragments["totals_rows"] = sql.SQL(_kept(q("rollup_totals_rows"), blocks)).format(**fragments)
+        fragments["totals_sums"] = sql.SQL(q("rollup_totals_sums"))
+    return sql.SQL(text).format(**fragments)
 
 
 def _kept(text: str, blocks: dict[str, bool]) -> str:

@@ -117,16 +117,20 @@ WITH pending AS (
 {end_raw}
 )
 
+-- name: rollup_totals_sums
+-- Fragment: the twelve sums of the totals' rows, as the totals' reads return them.
+sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
+sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
+sum(output_tokens)::bigint AS output_tokens, sum(llm_cost_usd) AS llm_cost_usd,
+sum(compute_cost_usd) AS compute_cost_usd, sum(unpriced)::bigint AS unpriced,
+sum(compute_pending)::bigint AS compute_pending, sum(confidence_n)::bigint AS confidence_n,
+sum(confidence_sum) AS confidence_sum
+
 -- name: rollup_totals_by_key
 -- Counts, spend and confidence per agent, customer and status (/metrics and the status counts).
 {totals_rows}
 SELECT agent, CASE WHEN %(all_customers)s THEN NULL ELSE customer END AS customer, status::text AS status,
-       sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
-       sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
-       sum(output_tokens)::bigint AS output_tokens, sum(llm_cost_usd) AS llm_cost_usd,
-       sum(compute_cost_usd) AS compute_cost_usd, sum(unpriced)::bigint AS unpriced,
-       sum(compute_pending)::bigint AS compute_pending, sum(confidence_n)::bigint AS confidence_n,
-       sum(confidence_sum) AS confidence_sum
+       {totals_sums}
 FROM rows
 GROUP BY 1, 2, 3
 HAVING sum(tasks) <> 0
@@ -140,12 +144,7 @@ ORDER BY 1, 2, 3;
 {totals_rows}
 SELECT CASE WHEN GROUPING(status) = 0 THEN 'status' ELSE 'agent' END AS dimension,
        CASE WHEN GROUPING(status) = 0 THEN status::text ELSE agent END AS key,
-       sum(tasks)::bigint AS tasks, sum(attempted)::bigint AS attempted, sum(attempts)::bigint AS attempts,
-       sum(with_usage)::bigint AS with_usage, sum(input_tokens)::bigint AS input_tokens,
-       sum(output_tokens)::bigint AS output_tokens, sum(llm_cost_usd) AS llm_cost_usd,
-       sum(compute_cost_usd) AS compute_cost_usd, sum(unpriced)::bigint AS unpriced,
-       sum(compute_pending)::bigint AS compute_pending, sum(confidence_n)::bigint AS confidence_n,
-       sum(confidence_sum) AS confidence_sum
+       {totals_sums}
 FROM rows
 GROUP BY GROUPING SETS ((status), (agent))
 ORDER BY 1, 2;
